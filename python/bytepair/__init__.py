@@ -1,0 +1,37 @@
+"""bytepair: byte-level BPE tokenizers, trained exactly as the reference does, with a Rust core.
+
+>>> import bytepair, tempfile, os
+>>> d = tempfile.mkdtemp()
+>>> path = os.path.join(d, "corpus.txt")
+>>> _ = open(path, "w").write("the cat sat on the mat<|endoftext|>the hat")
+>>> vocab, merges = bytepair.train_bpe(path, 260, special_tokens=["<|endoftext|>"])
+>>> merges[:2]
+[(b'a', b't'), (b' ', b'the')]
+
+Public API:
+
+- :func:`train_bpe`: train a vocabulary and merges from a text file.
+- :func:`save_bpe`, :func:`load_bpe`: GPT-2 ``vocab.json`` and ``merges.txt``.
+- :func:`pretokenize`: the GPT-2 pre-tokenizer.
+- :mod:`bytepair.reference`: the same training in plain Python, the executable specification.
+"""
+
+from __future__ import annotations
+
+from . import _core
+from .formats import bytes_to_unicode, load_bpe, save_bpe
+from .training import train_bpe
+
+__all__ = ["GPT2_PATTERN", "bytes_to_unicode", "load_bpe", "pretokenize", "save_bpe", "train_bpe"]
+__version__ = "0.1.0"
+
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def pretokenize(text: str) -> list[str]:
+    """Splits ``text`` into GPT-2 pre-tokens, exactly as ``regex.findall(GPT2_PATTERN, text)`` does.
+
+    >>> pretokenize("it's  1999!\\n")
+    ['it', "'s", ' ', ' 1999', '!', '\\n']
+    """
+    return _core.pretokenize(text)

@@ -1,0 +1,95 @@
+"""Training a byte-level BPE vocabulary: the public entry point over the Rust engine."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from typing import Union
+
+from . import _core
+from ._progress import ProgressBar
+
+PathLike = Union[str, "os.PathLike[str]"]
+ProgressCallback = Callable[[str, int, int], None]
+
+__all__ = ["train_bpe"]
+
+
+def _check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
+    if special_tokens is None:
+        return []
+    if isinstance(special_tokens, (str, bytes)):
+        raise TypeError("special_tokens must be a list of str, not a single " + type(special_tokens).__name__)
+    tokens = list(special_tokens)
+    for t in tokens:
+        if not isinstance(t, str):
+            raise TypeError(f"special tokens must be str, not {type(t).__name__}: {t!r}")
+    return list(dict.fromkeys(tokens))
+
+
+def train_bpe(
+    input_path: PathLike,
+    vocab_size: int,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    num_threads: int | None = None,
+    progress: bool | ProgressCallback = False,
+    _chunk_size: int | None = None,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Trains a byte-level BPE tokenizer on the UTF-8 text file ``input_path``.
+
+    The text is split at the special tokens (longest first where they overlap), each part is split into
+    GPT-2 pre-tokens, and merges are chosen one at a time: the most frequent adjacent pair of tokens
+    within a pre-token, ties going to the lexicographically greatest pair of byte strings. This is exactly
+    what the CS336 reference does (:mod:`bytepair.reference` is the same algorithm in plain Python).
+
+    Args:
+        input_path: a UTF-8 text file, read in bounded pieces on ``num_threads`` threads.
+        vocab_size: the size of the result, counting the 256 bytes and the special tokens. Training
+            stops early, without error, when no pair is left to merge.
+        special_tokens: tokens such as ``"<|endoftext|>"``: they split documents, are never merged,
+            and are added to the vocabulary once each (duplicates are dropped).
+        num_threads: threads for reading and counting; every core when None.
+        progress: True for a progress bar on stderr (when it is a terminal), or a callable
+            ``progress(phase, done, total)`` with phase ``"count"`` (bytes) or ``"merge"`` (merges).
+
+    Returns:
+        ``(vocab, merges)``: ``vocab`` maps ids 0..len-1 to bytes: the 256 single bytes in byte order,
+        then one token per merge in the order made, then the special tokens. ``merges`` lists the pairs
+        merged, in order.
+
+    Raises:
+        FileNotFoundError, IsADirectoryError, PermissionError: the input cannot be read.
+        ValueError: the input is not UTF-8 (the message gives the byte offset), ``vocab_size`` is below
+            256 + the number of special tokens, or a special token is empty.
+        KeyboardInterrupt: Ctrl-C, which stops training promptly.
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+    ...     _ = f.write("low lower lowest<|endoftext|>low")
+    >>> vocab, merges = train_bpe(f.name, 259, ["<|endoftext|>"])
+    >>> merges
+    [(b'o', b'w'), (b'l', b'ow')]
+    >>> vocab[256], vocab[257], vocab[258]
+    (b'ow', b'low', b'<|endoftext|>')
+    """
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
+        raise TypeError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
+    specials = _check_special_tokens(special_tokens)
+    if vocab_size < 256 + len(specials):
+        raise ValueError(
+            f"vocab_size {vocab_size} is too small: the 256 byte tokens and the special tokens need at least "
+            f"{256 + len(specials)}"
+        )
+    if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
+        raise ValueError(f"num_threads must be a positive int or None, not {num_threads!r}")
+    if _chunk_size is not None and _chunk_size < 1:
+        raise ValueError("_chunk_size must be positive")
+    path = os.fspath(input_path)
+    if progress is True:
+        with ProgressBar() as bar:
+            vocab, merges = _core.train_bpe(path, vocab_size, specials, num_threads, _chunk_size, bar)
+    else:
+        callback = progress if callable(progress) else None
+        vocab, merges = _core.train_bpe(path, vocab_size, specials, num_threads, _chunk_size, callback)
+    return dict(enumerate(vocab)), merges

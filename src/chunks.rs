@@ -1,0 +1,181 @@
+//! Reading a file in bounded pieces that can be processed independently.
+//!
+//! Training and whole-file encoding split their input into chunks of about `target` bytes and hand them
+//! to different threads. A cut must not change the result, so it is made only where
+//!
+//! 1. the pre-tokenizer has a piece boundary whatever follows ([`is_safe_cut`]: whitespace after
+//!    non-whitespace), and
+//! 2. no occurrence of any special token covers the cut ([`SpecialTokens::straddles`]). Then the
+//!    leftmost-longest matches on each side are those of the whole text: a match search that reaches the
+//!    cut from the left finds no occurrence starting before it, so it resumes exactly where the right
+//!    chunk's search starts.
+//!
+//! Every cut is at an ASCII or whitespace character, hence a character boundary, so each chunk is valid
+//! UTF-8 on its own exactly when the file is; the reader does not validate (workers do, in parallel).
+//!
+//! Memory: the reader holds one chunk being filled plus the few bytes carried past the last cut. A text
+//! with no cut at all (one 100 MB pre-token) grows the chunk until one is found, since that pre-token must
+//! be seen whole.
+
+use std::io::{ErrorKind, Read};
+
+use crate::pretokenize::is_safe_cut;
+use crate::special::SpecialTokens;
+
+/// A piece of the input and its byte offset in the whole.
+#[derive(Debug)]
+pub struct Chunk {
+    pub offset: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// An iterator of [`Chunk`]s read from `R`, cut only where cutting is safe.
+pub struct ChunkReader<'s, R> {
+    reader: R,
+    specials: &'s SpecialTokens,
+    target: usize,
+    /// Bytes read but not yet handed out; they start at file offset `offset`.
+    carry: Vec<u8>,
+    offset: u64,
+    eof: bool,
+}
+
+impl<'s, R: Read> ChunkReader<'s, R> {
+    /// `target` is the chunk size aimed at (at least 1); chunks are shorter when a cut falls early and
+    /// longer only when there is no safe cut near it.
+    pub fn new(reader: R, specials: &'s SpecialTokens, target: usize) -> Self {
+        ChunkReader {
+            reader,
+            specials,
+            target: target.max(1),
+            carry: Vec::new(),
+            offset: 0,
+            eof: false,
+        }
+    }
+
+    /// Reads until `carry` holds at least `want` bytes or the input ends.
+    fn fill(&mut self, want: usize) -> std::io::Result<()> {
+        if self.carry.capacity() < want {
+            self.carry.reserve(want - self.carry.len());
+        }
+        while !self.eof && self.carry.len() < want {
+            let len = self.carry.len();
+            self.carry.resize(want, 0);
+            match self.reader.read(&mut self.carry[len..]) {
+                Ok(0) => {
+                    self.carry.truncate(len);
+                    self.eof = true;
+                }
+                Ok(n) => self.carry.truncate(len + n),
+                Err(e) if e.kind() == ErrorKind::Interrupted => self.carry.truncate(len),
+                Err(e) => {
+                    self.carry.truncate(len);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The last safe cut in `carry[from..to]`, searching backwards from `to`.
+    fn last_cut(&self, from: usize, to: usize) -> Option<usize> {
+        (from.max(1)..to)
+            .rev()
+            .find(|&p| is_safe_cut(&self.carry, p) && !self.specials.straddles(&self.carry, p))
+    }
+
+    fn take(&mut self, end: usize) -> Chunk {
+        let rest = self.carry[end..].to_vec();
+        self.carry.truncate(end);
+        let bytes = std::mem::replace(&mut self.carry, rest);
+        let chunk = Chunk {
+            offset: self.offset,
+            bytes,
+        };
+        self.offset += end as u64;
+        chunk
+    }
+}
+
+impl<R: Read> Iterator for ChunkReader<'_, R> {
+    type Item = std::io::Result<Chunk>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        // Look-ahead a cut needs: the whitespace character itself (up to 4 bytes), and enough of the
+        // text after it to see any special token that could straddle it.
+        let lookahead = self.specials.max_len().max(4);
+        let mut searched = 0;
+        let mut want = self.target;
+        loop {
+            if let Err(e) = self.fill(want) {
+                return Some(Err(e));
+            }
+            if self.eof {
+                if self.carry.is_empty() {
+                    return None;
+                }
+                let end = self.carry.len();
+                return Some(Ok(self.take(end)));
+            }
+            let limit = self.carry.len() - lookahead.min(self.carry.len());
+            if let Some(cut) = self.last_cut(searched, limit) {
+                return Some(Ok(self.take(cut)));
+            }
+            searched = limit;
+            want = self.carry.len() + self.target;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks(text: &str, specials: &[&str], target: usize) -> Vec<Chunk> {
+        let specials = SpecialTokens::new(specials).unwrap();
+        ChunkReader::new(text.as_bytes(), &specials, target)
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    #[test]
+    fn chunks_reassemble_the_input_at_safe_cuts() {
+        let text = "The cat sat.\n\nOn the mat<|eot|> and  then\u{3000}日本 x";
+        for target in 1..20 {
+            let parts = chunks(text, &["<|eot|>"], target);
+            let joined: Vec<u8> = parts.iter().flat_map(|c| c.bytes.clone()).collect();
+            assert_eq!(joined, text.as_bytes());
+            let mut offset = 0;
+            for c in &parts {
+                assert_eq!(c.offset, offset);
+                offset += c.bytes.len() as u64;
+                std::str::from_utf8(&c.bytes).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn special_tokens_with_spaces_are_never_cut() {
+        let text = "a <|x y|> b <|x y|> c";
+        for target in 1..12 {
+            for c in chunks(text, &["<|x y|>"], target) {
+                let s = std::str::from_utf8(&c.bytes).unwrap();
+                assert_eq!(s.matches("<|").count(), s.matches("|>").count(), "{s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn text_without_a_cut_is_one_chunk() {
+        let text = "x".repeat(1000);
+        let parts = chunks(&text, &[], 16);
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].bytes.len(), 1000);
+    }
+
+    #[test]
+    fn empty_input_has_no_chunks() {
+        assert!(chunks("", &[], 8).is_empty());
+    }
+}

@@ -1,0 +1,181 @@
+//! Counting pre-tokens: the first phase of training, and the only one that reads the input.
+//!
+//! The file is read in chunks cut at safe places ([`crate::chunks`]); each rayon worker pulls a chunk,
+//! checks that it is UTF-8, splits it at special tokens, pre-tokenizes the rest and counts the pieces into
+//! its own map. The maps are merged at the end. Workers never share a map, so counting scales with cores;
+//! memory is the chunks in flight (one per worker plus the reader's) and the maps, which grow with the
+//! number of distinct pre-tokens, not with the size of the file.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+
+use crate::chunks::{Chunk, ChunkReader};
+use crate::error::{Error, Result};
+use crate::pretokenize::pretokenize;
+use crate::progress::{Phase, Progress};
+use crate::special::{Segment, SpecialTokens};
+
+/// How often each distinct pre-token occurs.
+pub type PreTokenCounts = HashMap<Box<[u8]>, u64, foldhash::fast::RandomState>;
+
+/// The chunk size used unless a caller (a test) asks for another: big enough that per-chunk overhead
+/// vanishes, small enough that a few chunks in flight cost little memory.
+pub const DEFAULT_CHUNK_SIZE: usize = 4 << 20;
+
+/// Adds the pre-tokens of `text` to `counts`; special tokens split the text and are not counted.
+pub fn count_text(text: &str, specials: &SpecialTokens, counts: &mut PreTokenCounts) {
+    for segment in specials.split(text) {
+        if let Segment::Text(part) = segment {
+            for piece in pretokenize(part) {
+                match counts.get_mut(piece.as_bytes()) {
+                    Some(n) => *n += 1,
+                    None => {
+                        counts.insert(piece.as_bytes().into(), 1);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Merges `b` into `a`, iterating over the smaller of the two.
+fn merge_counts(mut a: PreTokenCounts, mut b: PreTokenCounts) -> PreTokenCounts {
+    if a.len() < b.len() {
+        std::mem::swap(&mut a, &mut b);
+    }
+    for (k, v) in b {
+        *a.entry(k).or_insert(0) += v;
+    }
+    a
+}
+
+/// Counts the pre-tokens of the file at `path` on the current rayon pool.
+///
+/// Fails on the first I/O error, on invalid UTF-8 (naming the offset of the first invalid byte in the
+/// file), or when `progress` asks to stop.
+pub fn count_file(
+    path: &Path,
+    specials: &SpecialTokens,
+    chunk_size: usize,
+    progress: &dyn Progress,
+) -> Result<PreTokenCounts> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let total = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let reader = Mutex::new(ChunkReader::new(file, specials, chunk_size));
+    let stop = AtomicBool::new(false);
+    let done = AtomicU64::new(0);
+    // Chunks are pulled in file order, so when a chunk fails every earlier chunk has been pulled and
+    // finishes; keeping the smallest failing offset reports the first invalid byte of the file.
+    let first_error: Mutex<Option<(u64, Error)>> = Mutex::new(None);
+    let fail = |offset: u64, e: Error| {
+        stop.store(true, Ordering::Relaxed);
+        let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_none_or(|(o, _)| offset < *o) {
+            *slot = Some((offset, e));
+        }
+    };
+    let next_chunk = || -> Option<Chunk> {
+        if stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut reader = reader.lock().unwrap_or_else(|p| p.into_inner());
+        match reader.next()? {
+            Ok(chunk) => Some(chunk),
+            Err(e) => {
+                fail(u64::MAX, Error::io(path, e));
+                None
+            }
+        }
+    };
+    let counts = std::iter::from_fn(next_chunk)
+        .par_bridge()
+        .fold(PreTokenCounts::default, |mut counts, chunk| {
+            match std::str::from_utf8(&chunk.bytes) {
+                Ok(text) => count_text(text, specials, &mut counts),
+                Err(e) => {
+                    let offset = chunk.offset + e.valid_up_to() as u64;
+                    fail(
+                        offset,
+                        Error::InvalidUtf8 {
+                            path: path.to_path_buf(),
+                            offset,
+                        },
+                    );
+                    return counts;
+                }
+            }
+            let n = done.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed)
+                + chunk.bytes.len() as u64;
+            if let Err(e) = progress.report(Phase::Count, n, total) {
+                fail(u64::MAX, e);
+            }
+            counts
+        })
+        .reduce(PreTokenCounts::default, merge_counts);
+    match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some((_, e)) => Err(e),
+        None => Ok(counts),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::Silent;
+    use std::io::Write;
+
+    fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let path =
+            std::env::temp_dir().join(format!("bytepair-count-{}-{name}", std::process::id()));
+        File::create(&path).unwrap().write_all(bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn file_counts_do_not_depend_on_chunk_size() {
+        let text = "the cat<|eot|> the  cat\n\tsat on the mat, the end.\n".repeat(50);
+        let path = temp_file("chunks", text.as_bytes());
+        let specials = SpecialTokens::new(&["<|eot|>"]).unwrap();
+        let mut expected = PreTokenCounts::default();
+        count_text(&text, &specials, &mut expected);
+        assert_eq!(expected[b" cat".as_slice()], 100);
+        assert!(!expected.contains_key(b"<|eot|>".as_slice()));
+        for chunk_size in [1, 7, 64, 1 << 20] {
+            assert_eq!(
+                count_file(&path, &specials, chunk_size, &Silent).unwrap(),
+                expected
+            );
+        }
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn invalid_utf8_names_the_first_bad_offset() {
+        let mut bytes = b"ok text here ".repeat(100);
+        bytes[700] = 0xFF;
+        bytes[1000] = 0xFE;
+        let path = temp_file("utf8", &bytes);
+        let specials = SpecialTokens::new::<&str>(&[]).unwrap();
+        for chunk_size in [3, 64, 4096] {
+            match count_file(&path, &specials, chunk_size, &Silent) {
+                Err(Error::InvalidUtf8 { offset, .. }) => assert_eq!(offset, 700),
+                other => panic!("expected InvalidUtf8, got {other:?}"),
+            }
+        }
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn missing_file_is_an_io_error() {
+        let specials = SpecialTokens::new::<&str>(&[]).unwrap();
+        let err = count_file(Path::new("/nonexistent/x.txt"), &specials, 64, &Silent).unwrap_err();
+        assert!(
+            matches!(err, Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+        );
+    }
+}

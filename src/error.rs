@@ -1,0 +1,64 @@
+//! The one error type of the engine. Each variant carries what a user needs to act on it; the Python
+//! binding maps I/O errors to `OSError` (with errno, so Python picks `FileNotFoundError` and friends) and
+//! the others to `ValueError`, using the `Display` text as the message.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+#[derive(Debug)]
+pub enum Error {
+    /// Opening, reading or writing `path` failed.
+    Io { path: PathBuf, source: io::Error },
+    /// The input is not UTF-8: the first invalid byte is at `offset` (from the start of the file).
+    InvalidUtf8 { path: PathBuf, offset: u64 },
+    /// `vocab_size` cannot hold the 256 byte tokens and the special tokens.
+    VocabTooSmall { vocab_size: usize, minimum: usize },
+    /// A special token is the empty string.
+    EmptySpecialToken,
+    /// The caller's progress callback asked to stop (for example on Ctrl-C).
+    Interrupted,
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::InvalidUtf8 { path, offset } => write!(
+                f,
+                "{}: invalid UTF-8 at byte offset {offset}; the input must be UTF-8 text",
+                path.display()
+            ),
+            Error::VocabTooSmall {
+                vocab_size,
+                minimum,
+            } => write!(
+                f,
+                "vocab_size {vocab_size} is too small: the 256 byte tokens and the special tokens \
+                 need at least {minimum}"
+            ),
+            Error::EmptySpecialToken => write!(f, "a special token must not be the empty string"),
+            Error::Interrupted => write!(f, "interrupted"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! bytepair: byte-level BPE tokenizers, trained exactly as the reference does and fast.
+//!
+//! The engine behind the `bytepair` Python package. Its parts, one concept a module:
+//!
+//! - [`pretokenize`]: the GPT-2 pre-tokenizer, a hand-written scanner equal to the `regex` pattern.
+//! - [`special`]: special tokens, matched leftmost-longest before pre-tokenization.
+//! - [`chunks`]: reading a file in pieces cut where cutting cannot change the result.
+//! - [`count`]: counting pre-tokens over those pieces on all cores.
+//! - [`train`] and [`queue`]: choosing merges incrementally, ties to the greatest pair of byte strings.
+//! - `py` (feature `python`): the PyO3 binding; nothing else knows about Python.
+//!
+//! ```
+//! use bytepair::{train_counts, count_text, PreTokenCounts, SpecialTokens, Silent};
+//! let specials = SpecialTokens::new(&["<|endoftext|>"]).unwrap();
+//! let mut counts = PreTokenCounts::default();
+//! count_text("low lower lowest<|endoftext|>low", &specials, &mut counts);
+//! let trained = train_counts(&counts, 2, &specials, &Silent).unwrap();
+//! // ("l", "o") and ("o", "w") both occur 4 times; the tie goes to the greater pair.
+//! assert_eq!(trained.vocab[256], b"ow");
+//! assert_eq!(trained.vocab[257], b"low");
+//! assert_eq!(trained.vocab[258], b"<|endoftext|>");
+//! ```
+
+pub mod chunks;
+pub mod count;
+pub mod error;
+pub mod pretokenize;
+pub mod progress;
+pub mod queue;
+pub mod special;
+pub mod train;
+mod unicode_tables;
+
+#[cfg(feature = "python")]
+mod py;
+
+pub use count::{count_file, count_text, PreTokenCounts};
+pub use error::{Error, Result};
+pub use pretokenize::{pretokenize, PreTokens};
+pub use progress::{Phase, Progress, Silent};
+pub use special::SpecialTokens;
+pub use train::{train_counts, train_file, TrainOptions, Trained};

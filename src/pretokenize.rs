@@ -1,0 +1,276 @@
+//! The GPT-2 pre-tokenizer as a hand-written scanner.
+//!
+//! GPT-2 splits text into pre-tokens with the pattern
+//!
+//! ```text
+//! '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//! ```
+//!
+//! applied left to right by Python's `regex` module. Every peer that runs this through a backtracking
+//! regex engine spends most of its time there, yet the pattern needs no backtracking beyond one
+//! character: each alternative is a run of one character class, optionally led by a U+0020, and the
+//! look-ahead `(?!\S)` only ever gives back the last character of a whitespace run. So the scanner looks
+//! at the class of the current character (and of the next one when the current one is a space or an
+//! apostrophe) and consumes a run.
+//!
+//! The classes come from `unicode_tables.rs`, read off the `regex` module itself by
+//! `scripts/gen_unicode_tables.py`; the scanner equals `regex.findall` on every string, which
+//! `tests/test_pretokenize.py` checks by differential fuzzing.
+//!
+//! Two facts about the pattern that the rest of the crate relies on:
+//! - No alternative looks behind, so scanning may start at any piece boundary.
+//! - A piece never contains a whitespace character after a non-whitespace one. So a position whose
+//!   previous character is not whitespace and whose character is whitespace is always a piece boundary:
+//!   text can be cut there without changing the pieces ([`is_safe_cut`]).
+
+use crate::unicode_tables::{BLOCKS, BLOCK_BITS, BLOCK_INDEX};
+
+/// The character classes of the GPT-2 pattern.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Class {
+    /// Neither a letter, a number nor whitespace: punctuation, symbols, marks, controls.
+    Other = 0,
+    /// `\p{L}`.
+    Letter = 1,
+    /// `\p{N}`.
+    Number = 2,
+    /// `\s`: Unicode White_Space as `regex` defines it.
+    Space = 3,
+}
+
+const CLASSES: [Class; 4] = [Class::Other, Class::Letter, Class::Number, Class::Space];
+
+/// Classes of the ASCII bytes, so that the common case is one load.
+static ASCII: [Class; 128] = {
+    let mut t = [Class::Other; 128];
+    let mut b = 0;
+    while b < 128 {
+        let block = BLOCK_INDEX[0] as usize;
+        t[b] = CLASSES[BLOCKS[block][b] as usize];
+        b += 1;
+    }
+    t
+};
+
+/// The class of a code point.
+#[inline]
+pub fn class_of(c: char) -> Class {
+    let cp = c as u32;
+    if cp < 128 {
+        return ASCII[cp as usize];
+    }
+    let block = BLOCK_INDEX[(cp >> BLOCK_BITS) as usize] as usize;
+    CLASSES[BLOCKS[block][(cp & ((1 << BLOCK_BITS) - 1)) as usize] as usize]
+}
+
+/// Decodes the character starting at `pos` and returns its class and its length in bytes.
+///
+/// `bytes` must be valid UTF-8 and `pos` a character boundary before its end.
+#[inline(always)]
+fn class_at(bytes: &[u8], pos: usize) -> (Class, usize) {
+    let b0 = bytes[pos];
+    if b0 < 0x80 {
+        return (ASCII[b0 as usize], 1);
+    }
+    // Valid UTF-8 is guaranteed by the &str this slice came from, so continuation bytes are present.
+    let (cp, len) = if b0 < 0xE0 {
+        (
+            ((b0 as u32 & 0x1F) << 6) | (bytes[pos + 1] as u32 & 0x3F),
+            2,
+        )
+    } else if b0 < 0xF0 {
+        (
+            ((b0 as u32 & 0x0F) << 12)
+                | ((bytes[pos + 1] as u32 & 0x3F) << 6)
+                | (bytes[pos + 2] as u32 & 0x3F),
+            3,
+        )
+    } else {
+        (
+            ((b0 as u32 & 0x07) << 18)
+                | ((bytes[pos + 1] as u32 & 0x3F) << 12)
+                | ((bytes[pos + 2] as u32 & 0x3F) << 6)
+                | (bytes[pos + 3] as u32 & 0x3F),
+            4,
+        )
+    };
+    let block = BLOCK_INDEX[(cp >> BLOCK_BITS) as usize] as usize;
+    let class = CLASSES[BLOCKS[block][(cp & ((1 << BLOCK_BITS) - 1)) as usize] as usize];
+    (class, len)
+}
+
+/// The end of the run of characters of class `class` that starts at `pos`.
+#[inline(always)]
+fn run_end(bytes: &[u8], mut pos: usize, class: Class) -> usize {
+    while pos < bytes.len() {
+        let (c, len) = class_at(bytes, pos);
+        if c != class {
+            break;
+        }
+        pos += len;
+    }
+    pos
+}
+
+/// The length of the piece that starts at `pos` (a piece boundary before the end of `bytes`).
+#[inline]
+fn piece_len(bytes: &[u8], pos: usize) -> usize {
+    let b0 = bytes[pos];
+    if b0 == b'\'' {
+        // '(?:[sdmt]|ll|ve|re): lowercase ASCII only.
+        match (bytes.get(pos + 1), bytes.get(pos + 2)) {
+            (Some(b's' | b'd' | b'm' | b't'), _) => return 2,
+            (Some(b'l'), Some(b'l')) | (Some(b'v'), Some(b'e')) | (Some(b'r'), Some(b'e')) => {
+                return 3
+            }
+            _ => {}
+        }
+    }
+    if b0 == b' ' && pos + 1 < bytes.len() {
+        // ` ?X+`: a single U+0020 leads a run of letters, numbers or other symbols.
+        let (next, _) = class_at(bytes, pos + 1);
+        if next != Class::Space {
+            return run_end(bytes, pos + 1, next) - pos;
+        }
+    }
+    let (class, len) = class_at(bytes, pos);
+    if class != Class::Space {
+        return run_end(bytes, pos + len, class) - pos;
+    }
+    // \s+(?!\S)|\s+ : the whole run if it reaches the end of the text or is a single character;
+    // otherwise the run gives its last character back, to lead the next piece.
+    let mut end = pos + len;
+    let mut last = pos;
+    while end < bytes.len() {
+        let (c, l) = class_at(bytes, end);
+        if c != Class::Space {
+            return if last == pos { end - pos } else { last - pos };
+        }
+        last = end;
+        end += l;
+    }
+    end - pos
+}
+
+/// An iterator over the GPT-2 pre-tokens of a text, in order. Concatenated, they give the text back.
+#[derive(Clone, Debug)]
+pub struct PreTokens<'t> {
+    text: &'t str,
+    pos: usize,
+}
+
+impl<'t> Iterator for PreTokens<'t> {
+    type Item = &'t str;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'t str> {
+        if self.pos >= self.text.len() {
+            return None;
+        }
+        let start = self.pos;
+        self.pos += piece_len(self.text.as_bytes(), start);
+        // piece_len only stops at character boundaries, so this slice is valid.
+        Some(&self.text[start..self.pos])
+    }
+}
+
+/// Splits `text` into GPT-2 pre-tokens, exactly as `regex.findall` with the GPT-2 pattern does.
+///
+/// ```
+/// let pieces: Vec<&str> = bytepair::pretokenize("it's  1999!\n").collect();
+/// assert_eq!(pieces, ["it", "'s", " ", " 1999", "!", "\n"]);
+/// ```
+pub fn pretokenize(text: &str) -> PreTokens<'_> {
+    PreTokens { text, pos: 0 }
+}
+
+/// Whether cutting `bytes` (UTF-8) at `pos` leaves the pre-tokens unchanged: the character at `pos` is
+/// whitespace and the one before it is not (see the module docs). Positions that are not character
+/// boundaries, and the two ends, are never safe.
+pub fn is_safe_cut(bytes: &[u8], pos: usize) -> bool {
+    if pos == 0 || pos >= bytes.len() || (bytes[pos] & 0xC0) == 0x80 {
+        return false;
+    }
+    let Some(here) = char_class(bytes, pos) else {
+        return false;
+    };
+    if here != Class::Space {
+        return false;
+    }
+    let mut start = pos - 1;
+    while start > 0 && pos - start < 4 && (bytes[start] & 0xC0) == 0x80 {
+        start -= 1;
+    }
+    matches!(char_class(bytes, start), Some(c) if c != Class::Space)
+}
+
+/// The class of the character at `pos` of possibly invalid UTF-8, or None if it does not decode.
+fn char_class(bytes: &[u8], pos: usize) -> Option<Class> {
+    let end = (pos + 4).min(bytes.len());
+    let c = match std::str::from_utf8(&bytes[pos..end]) {
+        Ok(s) => s.chars().next(),
+        Err(e) => std::str::from_utf8(&bytes[pos..pos + e.valid_up_to()])
+            .ok()?
+            .chars()
+            .next(),
+    }?;
+    Some(class_of(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces(s: &str) -> Vec<&str> {
+        pretokenize(s).collect()
+    }
+
+    #[test]
+    fn whitespace_gives_back_its_last_character() {
+        assert_eq!(pieces("a   b"), ["a", "  ", " b"]);
+        assert_eq!(pieces("a\n\nb"), ["a", "\n", "\n", "b"]);
+        assert_eq!(pieces("a \n b"), ["a", " \n", " b"]);
+        assert_eq!(pieces("a \u{a0}b"), ["a", " ", "\u{a0}", "b"]);
+        assert_eq!(pieces("x   "), ["x", "   "]);
+        assert_eq!(pieces(" "), [" "]);
+        assert_eq!(pieces("\n x"), ["\n", " x"]);
+    }
+
+    #[test]
+    fn contractions_are_lowercase_ascii_only() {
+        assert_eq!(pieces("it's I'LL"), ["it", "'s", " I", "'", "LL"]);
+        assert_eq!(
+            pieces("we'll've're'd'm't"),
+            ["we", "'ll", "'ve", "'re", "'d", "'m", "'t"]
+        );
+        assert_eq!(pieces("?'s"), ["?'", "s"]);
+        assert_eq!(pieces(" 's"), [" '", "s"]);
+        assert_eq!(pieces("'"), ["'"]);
+        assert_eq!(pieces("'l"), ["'", "l"]);
+    }
+
+    #[test]
+    fn classes_follow_unicode() {
+        assert_eq!(
+            pieces("naïve 日本語 ٣٤ x²"),
+            ["naïve", " 日本語", " ٣٤", " x", "²"]
+        );
+        assert_eq!(pieces("e\u{301}!! 🙂🙂"), ["e", "\u{301}!!", " 🙂🙂"]);
+        assert_eq!(pieces("\u{1c}\u{85}a"), ["\u{1c}", "\u{85}", "a"]);
+    }
+
+    #[test]
+    fn safe_cuts_preserve_pieces() {
+        let text = "a\u{3000}b c\n d\u{a0}\u{a0}é\t'll  ";
+        let whole = pieces(text);
+        for pos in 0..=text.len() {
+            if is_safe_cut(text.as_bytes(), pos) {
+                let mut cut = pieces(&text[..pos]);
+                cut.extend(pieces(&text[pos..]));
+                assert_eq!(cut, whole, "cut at {pos}");
+            }
+        }
+        assert!(is_safe_cut(text.as_bytes(), 1));
+        assert!(!is_safe_cut(text.as_bytes(), 0));
+    }
+}

@@ -1,0 +1,30 @@
+//! Progress reports from long operations, and the way to stop them.
+//!
+//! The engine calls [`Progress::report`] between units of work (a chunk read, a batch of merges). An
+//! implementation may show a bar, and may return an error to stop the work: the Python binding returns
+//! `Error::Interrupted` when Ctrl-C is pending, which is how a long `train_bpe` stays interruptible.
+
+use crate::error::Result;
+
+/// What is being reported on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Reading and counting pre-tokens; units are bytes of input.
+    Count,
+    /// Choosing merges; units are merges.
+    Merge,
+}
+
+/// Receives progress and may stop the work by returning an error, which the operation then returns.
+pub trait Progress: Sync {
+    fn report(&self, phase: Phase, done: u64, total: u64) -> Result<()>;
+}
+
+/// Reports nowhere and never stops.
+pub struct Silent;
+
+impl Progress for Silent {
+    fn report(&self, _: Phase, _: u64, _: u64) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,339 @@
+//! Training: choosing merges from pre-token counts, incrementally.
+//!
+//! Each distinct pre-token becomes a *word*: a sequence of token ids (its bytes, at first) with the
+//! number of times the pre-token occurs. The trainer keeps, for every adjacent pair of tokens, its total
+//! count over all words and the list of words that hold it ([`PairStats`]), and a [`MergeQueue`] of the
+//! pairs. A merge step pops the best pair, rewrites only the words on its list, and adjusts the counts
+//! of the pairs around each rewritten occurrence. So a step costs what it changes, not the size of the
+//! corpus.
+//!
+//! Invariants the step relies on:
+//! - `PairStats::count` is the exact number of occurrences, weighted by word count, of the pair in the
+//!   current words; pairs at zero are removed from the map.
+//! - `PairStats::words` holds every word that contains the pair (and possibly some that no longer do:
+//!   rewriting a word leaves it on the lists of pairs it lost; the rewrite finds nothing to do there).
+//!   It holds each word once: a pair is only ever created in one step — the initial count, or the step
+//!   that creates the newer of its two tokens — and words are visited once per step.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::count::{count_file, PreTokenCounts};
+use crate::error::{Error, Result};
+use crate::progress::{Phase, Progress};
+use crate::queue::{Candidate, MergeQueue, Pair};
+use crate::special::SpecialTokens;
+
+/// How to train.
+#[derive(Clone, Debug)]
+pub struct TrainOptions {
+    /// The size of the final vocabulary: 256 bytes, the merges, and the special tokens.
+    pub vocab_size: usize,
+    /// Tokens that split the text and are never merged; they get the last ids.
+    pub special_tokens: Vec<String>,
+    /// Threads for reading and counting; `None` uses every core.
+    pub num_threads: Option<usize>,
+    /// Target size of the pieces the input is read in (see [`crate::chunks`]).
+    pub chunk_size: usize,
+}
+
+impl TrainOptions {
+    pub fn new(vocab_size: usize) -> TrainOptions {
+        TrainOptions {
+            vocab_size,
+            special_tokens: Vec::new(),
+            num_threads: None,
+            chunk_size: crate::count::DEFAULT_CHUNK_SIZE,
+        }
+    }
+}
+
+/// A trained vocabulary. Ids 0–255 are the bytes in order, then one id per merge in the order the
+/// merges were made, then the special tokens: the GPT-2 layout, in which an id is its tiktoken rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trained {
+    /// The bytes of each id.
+    pub vocab: Vec<Vec<u8>>,
+    /// The merges, as the ids of the two tokens merged; merge `i` created id `256 + i`.
+    pub merges: Vec<Pair>,
+}
+
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// The count of a pair and the words that hold it.
+#[derive(Default)]
+struct PairStats {
+    count: i64,
+    words: Vec<u32>,
+}
+
+/// The distinct pre-tokens of length two or more, as token ids, stored end to end. A word shrinks in
+/// place as merges apply; its slot keeps its start.
+struct Words {
+    symbols: Vec<u32>,
+    start: Vec<usize>,
+    len: Vec<u32>,
+    count: Vec<i64>,
+}
+
+/// Trains on the file at `path`.
+///
+/// Stops early, without error, when no pair is left to merge. Fails on unreadable or non-UTF-8 input,
+/// on a `vocab_size` below `256 + special tokens`, on an empty special token, and when `progress` stops it.
+pub fn train_file(path: &Path, options: &TrainOptions, progress: &dyn Progress) -> Result<Trained> {
+    let specials = SpecialTokens::new(&options.special_tokens)?;
+    let num_merges = num_merges(options.vocab_size, &specials)?;
+    let pool = thread_pool(options.num_threads)?;
+    let counts = pool.install(|| count_file(path, &specials, options.chunk_size, progress))?;
+    train_counts(&counts, num_merges, &specials, progress)
+}
+
+/// Trains on pre-token counts already made (see [`crate::count::count_text`]).
+pub fn train_counts(
+    counts: &PreTokenCounts,
+    num_merges: usize,
+    specials: &SpecialTokens,
+    progress: &dyn Progress,
+) -> Result<Trained> {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let mut words = Words::new(counts);
+    let mut pairs = count_pairs(&words);
+    let mut queue = MergeQueue::from_vec(
+        pairs
+            .iter()
+            .map(|(&pair, s)| Candidate {
+                count: s.count,
+                pair,
+            })
+            .collect(),
+        &tokens,
+    );
+    let mut merges = Vec::with_capacity(num_merges);
+    while merges.len() < num_merges {
+        let Some(top) = queue.pop(&tokens) else { break };
+        let Some(live) = pairs.get(&top.pair).map(|s| s.count) else {
+            continue;
+        };
+        if live != top.count {
+            queue.push(
+                Candidate {
+                    count: live,
+                    pair: top.pair,
+                },
+                &tokens,
+            );
+            continue;
+        }
+        let id = tokens.len() as u32;
+        let mut merged = tokens[top.pair.0 as usize].clone();
+        merged.extend_from_slice(&tokens[top.pair.1 as usize]);
+        tokens.push(merged);
+        merges.push(top.pair);
+        for pair in words.merge(top.pair, id, &mut pairs) {
+            if let Some(s) = pairs.get(&pair) {
+                queue.push(
+                    Candidate {
+                        count: s.count,
+                        pair,
+                    },
+                    &tokens,
+                );
+            }
+        }
+        if merges.len() % 64 == 0 || merges.len() == num_merges {
+            progress.report(Phase::Merge, merges.len() as u64, num_merges as u64)?;
+        }
+    }
+    tokens.extend(specials.tokens().iter().map(|t| t.as_bytes().to_vec()));
+    Ok(Trained {
+        vocab: tokens,
+        merges,
+    })
+}
+
+/// The number of merges that fills `vocab_size` after the bytes and the special tokens.
+pub fn num_merges(vocab_size: usize, specials: &SpecialTokens) -> Result<usize> {
+    let minimum = 256 + specials.tokens().len();
+    vocab_size.checked_sub(minimum).ok_or(Error::VocabTooSmall {
+        vocab_size,
+        minimum,
+    })
+}
+
+/// A rayon pool of `num_threads` threads (every core when `None` or 0).
+pub(crate) fn thread_pool(num_threads: Option<usize>) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(num_threads.unwrap_or(0))
+        .build()
+        .map_err(|e| Error::io("<thread pool>", std::io::Error::other(e)))
+}
+
+/// Counts every adjacent pair in `words`, weighted by word count, and lists the words that hold it.
+fn count_pairs(words: &Words) -> FastMap<Pair, PairStats> {
+    let mut pairs: FastMap<Pair, PairStats> = FastMap::default();
+    for w in 0..words.len.len() {
+        let symbols = words.symbols(w);
+        for pair in symbols.windows(2) {
+            let s = pairs.entry((pair[0], pair[1])).or_default();
+            s.count += words.count[w];
+            if s.words.last() != Some(&(w as u32)) {
+                s.words.push(w as u32);
+            }
+        }
+    }
+    pairs
+}
+
+impl Words {
+    fn new(counts: &PreTokenCounts) -> Words {
+        let mut words = Words {
+            symbols: Vec::new(),
+            start: Vec::new(),
+            len: Vec::new(),
+            count: Vec::new(),
+        };
+        for (piece, &count) in counts {
+            if piece.len() < 2 {
+                continue;
+            }
+            words.start.push(words.symbols.len());
+            words.len.push(piece.len() as u32);
+            words.count.push(count as i64);
+            words.symbols.extend(piece.iter().map(|&b| b as u32));
+        }
+        words
+    }
+
+    fn symbols(&self, w: usize) -> &[u32] {
+        &self.symbols[self.start[w]..self.start[w] + self.len[w] as usize]
+    }
+
+    /// Replaces every occurrence of `pair` (left to right, without overlap) by `id` in the words that
+    /// hold it, and updates `pairs`. Returns the pairs this step created (they hold `id`), for the
+    /// queue.
+    fn merge(&mut self, pair: Pair, id: u32, pairs: &mut FastMap<Pair, PairStats>) -> Vec<Pair> {
+        let (a, b) = pair;
+        let holders = pairs.remove(&pair).map(|s| s.words).unwrap_or_default();
+        let mut created: Vec<Pair> = Vec::new();
+        let mut emptied: Vec<Pair> = Vec::new();
+        for w in holders {
+            let count = self.count[w as usize];
+            let start = self.start[w as usize];
+            let len = self.len[w as usize] as usize;
+            let symbols = &mut self.symbols[start..start + len];
+            let mut add = |p: Pair, delta: i64| {
+                if p == pair {
+                    return;
+                }
+                let s = pairs.entry(p).or_insert_with(|| {
+                    created.push(p);
+                    PairStats::default()
+                });
+                s.count += delta;
+                if delta > 0 {
+                    if s.words.last() != Some(&w) {
+                        s.words.push(w);
+                    }
+                } else if s.count == 0 {
+                    emptied.push(p);
+                }
+            };
+            // Rewrite in place: `out` trails `read`, so the symbol before an occurrence is already
+            // rewritten (it may be `id` itself), which is what the new left pair must use.
+            let (mut read, mut out) = (0, 0);
+            while read < len {
+                if read + 1 < len && symbols[read] == a && symbols[read + 1] == b {
+                    if out > 0 {
+                        let prev = symbols[out - 1];
+                        add((prev, a), -count);
+                        add((prev, id), count);
+                    }
+                    if read + 2 < len {
+                        let next = symbols[read + 2];
+                        add((b, next), -count);
+                        add((id, next), count);
+                    }
+                    symbols[out] = id;
+                    read += 2;
+                } else {
+                    symbols[out] = symbols[read];
+                    read += 1;
+                }
+                out += 1;
+            }
+            self.len[w as usize] = out as u32;
+        }
+        for p in emptied.iter().chain(&created) {
+            if pairs.get(p).is_some_and(|s| s.count <= 0) {
+                pairs.remove(p);
+            }
+        }
+        created.retain(|p| pairs.contains_key(p));
+        created
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::count::count_text;
+    use crate::progress::Silent;
+
+    fn train(text: &str, vocab_size: usize, specials: &[&str]) -> Trained {
+        let specials = SpecialTokens::new(specials).unwrap();
+        let mut counts = PreTokenCounts::default();
+        count_text(text, &specials, &mut counts);
+        train_counts(
+            &counts,
+            num_merges(vocab_size, &specials).unwrap(),
+            &specials,
+            &Silent,
+        )
+        .unwrap()
+    }
+
+    /// The merges as "left|right" strings.
+    fn merge_bytes(t: &Trained) -> Vec<String> {
+        let s = |id: u32| String::from_utf8_lossy(&t.vocab[id as usize]).into_owned();
+        t.merges
+            .iter()
+            .map(|&(a, b)| format!("{}|{}", s(a), s(b)))
+            .collect()
+    }
+
+    #[test]
+    fn ties_go_to_the_greatest_byte_tuple() {
+        // "ab" and "cd" both occur twice: ("c", "d") > ("a", "b").
+        let t = train("ab cd ab cd", 258, &[]);
+        assert_eq!(merge_bytes(&t), ["c|d", "a|b"]);
+    }
+
+    #[test]
+    fn overlapping_pairs_merge_left_to_right() {
+        let t = train("aaa aaa aaa", 258, &[]);
+        // " aaa" x2 and "aaa": (a,a) occurs 2x per word... left to right gives "aa a".
+        assert_eq!(merge_bytes(&t)[0], "a|a");
+        assert_eq!(t.vocab.len(), 258);
+    }
+
+    #[test]
+    fn stops_early_when_no_pair_is_left_and_ids_have_no_gaps() {
+        let t = train("ab", 1000, &["<|eot|>"]);
+        assert_eq!(merge_bytes(&t), ["a|b"]);
+        assert_eq!(t.vocab.len(), 258);
+        assert_eq!(t.vocab[256], b"ab");
+        assert_eq!(t.vocab[257], b"<|eot|>");
+    }
+
+    #[test]
+    fn vocab_too_small_is_an_error() {
+        let specials = SpecialTokens::new(&["<|eot|>"]).unwrap();
+        assert!(matches!(
+            num_merges(256, &specials),
+            Err(Error::VocabTooSmall {
+                vocab_size: 256,
+                minimum: 257
+            })
+        ));
+    }
+}
