@@ -1,0 +1,86 @@
+"""The Rust scanner against Python's `regex` with the GPT-2 pattern: differential fuzzing, plus an
+exhaustive pass over every code point."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import bytepair
+
+regex = pytest.importorskip("regex")
+PATTERN = regex.compile(bytepair.GPT2_PATTERN)
+
+# Characters that exercise every branch: all of White_Space and its look-alikes (U+001C-001F are
+# str.isspace() but not \s), letters of several scripts, numbers of several kinds, combining marks,
+# emoji with joiners, apostrophes and the contraction letters in both cases.
+WHITESPACE = "\t\n\x0b\x0c\r \x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2005\u200a\u2028\u2029\u202f\u205f\u3000"
+SCRIPTS = "aZsdmtlvreSDMTLVRE'’ éßñøÆ日本語中文한국어ةعربيहिन्दीΑβγЖж"
+NUMBERS = "0123456789٣٤²³½Ⅻⅷ①𝟘"
+OTHER = "!?.,;:-_()[]{}<>/\\|@#$%^&*+=~`\"\u0301\u0300\u200d\ufe0f🙂👍🏽👨‍👩‍👧\x00\x7f\ufffd"
+ALPHABET = WHITESPACE + SCRIPTS + NUMBERS + OTHER
+
+pieces_strategy = st.text(alphabet=ALPHABET, max_size=60)
+any_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
+# Short runs of the same kind, so that runs, space-led runs and whitespace look-ahead all occur often.
+runs = st.lists(st.sampled_from([" ", "  ", "\n", " \n ", "'s", "'LL", "word", " word", "12", " 3", "!!", "日本"]))
+
+
+def assert_same(text: str) -> None:
+    expected = PATTERN.findall(text)
+    assert bytepair.pretokenize(text) == expected, repr(text)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(pieces_strategy)
+def test_matches_regex_on_mixed_scripts(text: str) -> None:
+    assert_same(text)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(any_text)
+def test_matches_regex_on_any_text(text: str) -> None:
+    assert_same(text)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(runs)
+def test_matches_regex_on_token_runs(parts: list[str]) -> None:
+    assert_same("".join(parts))
+
+
+@pytest.mark.parametrize(
+    ("text", "pieces"),
+    [
+        ("a   b", ["a", "  ", " b"]),
+        ("a\n\nb", ["a", "\n", "\n", "b"]),
+        ("a \n b", ["a", " \n", " b"]),
+        ("a \u00a0b", ["a", " ", "\u00a0", "b"]),
+        ("x   ", ["x", "   "]),
+        ("it's I'LL", ["it", "'s", " I", "'", "LL"]),
+        ("", []),
+    ],
+)
+def test_documented_cases(text: str, pieces: list[str]) -> None:
+    assert bytepair.pretokenize(text) == pieces
+    assert PATTERN.findall(text) == pieces
+
+
+def test_every_code_point_is_classified_like_regex() -> None:
+    # Each code point in contexts that reveal its class: after a letter, doubled, after a space, before
+    # a digit and before a space at the end of a run.
+    chars = (chr(cp) for cp in range(sys.maxunicode + 1) if not 0xD800 <= cp <= 0xDFFF)
+    text = "".join(f"x{c}{c} {c}1{c} 'a" for c in chars)
+    got = bytepair.pretokenize(text)
+    expected = PATTERN.findall(text)
+    if got != expected:
+        first = next(i for i, (a, b) in enumerate(zip(got, expected)) if a != b)
+        pytest.fail(f"first difference at piece {first}: {got[first]!r} != {expected[first]!r}")
+
+
+def test_lone_surrogates_are_rejected() -> None:
+    with pytest.raises(UnicodeEncodeError):
+        bytepair.pretokenize("a\ud800b")
