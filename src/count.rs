@@ -20,8 +20,101 @@ use crate::pretokenize::pretokenize;
 use crate::progress::{Phase, Progress};
 use crate::special::{Segment, SpecialTokens};
 
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// How often each distinct pre-token occurs.
-pub type PreTokenCounts = HashMap<Box<[u8]>, u64, foldhash::fast::RandomState>;
+///
+/// Pieces of one and two bytes are most of the pieces (64% on C code, 41% on English prose), and they
+/// are counted in arrays indexed by their bytes: no hashing and no probing, in 512 KB that stay in cache.
+/// Longer pieces go to a hash map. On 100 MB of C this took counting from about 100 to ... MB/s on one
+/// core (best of 5, `examples/` timing).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreTokenCounts {
+    /// `short[b]` counts the piece `[b]`; `short[256 + (b0 << 8 | b1)]` the piece `[b0, b1]`.
+    short: Vec<u64>,
+    long: FastMap<Box<[u8]>, u64>,
+}
+
+const SHORT_SLOTS: usize = 256 + 65536;
+
+impl Default for PreTokenCounts {
+    fn default() -> Self {
+        PreTokenCounts {
+            short: vec![0; SHORT_SLOTS],
+            long: FastMap::default(),
+        }
+    }
+}
+
+/// The array slot of a piece of one or two bytes.
+#[inline]
+fn short_slot(piece: &[u8]) -> Option<usize> {
+    match *piece {
+        [b] => Some(b as usize),
+        [b0, b1] => Some(256 + ((b0 as usize) << 8 | b1 as usize)),
+        _ => None,
+    }
+}
+
+impl PreTokenCounts {
+    /// Adds `n` occurrences of `piece`.
+    #[inline]
+    pub fn add(&mut self, piece: &[u8], n: u64) {
+        if let Some(slot) = short_slot(piece) {
+            self.short[slot] += n;
+        } else if let Some(count) = self.long.get_mut(piece) {
+            *count += n;
+        } else {
+            self.long.insert(piece.into(), n);
+        }
+    }
+
+    /// The count of `piece` (0 if it never occurred).
+    pub fn get(&self, piece: &[u8]) -> u64 {
+        match short_slot(piece) {
+            Some(slot) => self.short[slot],
+            None => self.long.get(piece).copied().unwrap_or(0),
+        }
+    }
+
+    /// The number of distinct pre-tokens.
+    pub fn len(&self) -> usize {
+        self.short.iter().filter(|&&n| n > 0).count() + self.long.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Calls `f(piece, count)` for each distinct pre-token, in no particular order.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], u64)) {
+        for (slot, &count) in self.short.iter().enumerate() {
+            if count > 0 {
+                match slot {
+                    0..256 => f(&[slot as u8], count),
+                    _ => f(&[((slot - 256) >> 8) as u8, (slot - 256) as u8], count),
+                }
+            }
+        }
+        for (piece, &count) in &self.long {
+            f(piece, count);
+        }
+    }
+
+    /// Adds all of `other` to `self`.
+    pub fn merge(mut self, mut other: PreTokenCounts) -> PreTokenCounts {
+        if self.long.len() < other.long.len() {
+            std::mem::swap(&mut self, &mut other);
+        }
+        for (a, b) in self.short.iter_mut().zip(&other.short) {
+            *a += b;
+        }
+        for (k, v) in other.long {
+            *self.long.entry(k).or_insert(0) += v;
+        }
+        self
+    }
+}
 
 /// The chunk size used unless a caller (a test) asks for another: big enough that per-chunk overhead
 /// vanishes, small enough that a few chunks in flight cost little memory.
@@ -32,26 +125,10 @@ pub fn count_text(text: &str, specials: &SpecialTokens, counts: &mut PreTokenCou
     for segment in specials.split(text) {
         if let Segment::Text(part) = segment {
             for piece in pretokenize(part) {
-                match counts.get_mut(piece.as_bytes()) {
-                    Some(n) => *n += 1,
-                    None => {
-                        counts.insert(piece.as_bytes().into(), 1);
-                    }
-                }
+                counts.add(piece.as_bytes(), 1);
             }
         }
     }
-}
-
-/// Merges `b` into `a`, iterating over the smaller of the two.
-fn merge_counts(mut a: PreTokenCounts, mut b: PreTokenCounts) -> PreTokenCounts {
-    if a.len() < b.len() {
-        std::mem::swap(&mut a, &mut b);
-    }
-    for (k, v) in b {
-        *a.entry(k).or_insert(0) += v;
-    }
-    a
 }
 
 /// Counts the pre-tokens of the file at `path` on the current rayon pool.
@@ -116,7 +193,7 @@ pub fn count_file(
             }
             counts
         })
-        .reduce(PreTokenCounts::default, merge_counts);
+        .reduce(PreTokenCounts::default, PreTokenCounts::merge);
     match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some((_, e)) => Err(e),
         None => Ok(counts),
@@ -143,8 +220,9 @@ mod tests {
         let specials = SpecialTokens::new(&["<|eot|>"]).unwrap();
         let mut expected = PreTokenCounts::default();
         count_text(&text, &specials, &mut expected);
-        assert_eq!(expected[b" cat".as_slice()], 100);
-        assert!(!expected.contains_key(b"<|eot|>".as_slice()));
+        assert_eq!(expected.get(b" cat"), 100);
+        assert_eq!(expected.get(b"\n"), 100);
+        assert_eq!(expected.get(b"<|eot|>"), 0);
         for chunk_size in [1, 7, 64, 1 << 20] {
             assert_eq!(
                 count_file(&path, &specials, chunk_size, &Silent).unwrap(),

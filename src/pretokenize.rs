@@ -169,8 +169,11 @@ impl<'t> Iterator for PreTokens<'t> {
         }
         let start = self.pos;
         self.pos += piece_len(self.text.as_bytes(), start);
-        // piece_len only stops at character boundaries, so this slice is valid.
-        Some(&self.text[start..self.pos])
+        debug_assert!(self.text.is_char_boundary(self.pos));
+        // SAFETY: `piece_len` advances by whole characters (lengths from their lead bytes), so both ends
+        // are character boundaries within the text. The checked slice spent 12% of counting's
+        // instructions re-proving this (callgrind, 20 MB of C).
+        Some(unsafe { self.text.get_unchecked(start..self.pos) })
     }
 }
 

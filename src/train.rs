@@ -192,15 +192,14 @@ impl Words {
             len: Vec::new(),
             count: Vec::new(),
         };
-        for (piece, &count) in counts {
-            if piece.len() < 2 {
-                continue;
+        counts.for_each(|piece, count| {
+            if piece.len() >= 2 {
+                words.start.push(words.symbols.len());
+                words.len.push(piece.len() as u32);
+                words.count.push(count as i64);
+                words.symbols.extend(piece.iter().map(|&b| b as u32));
             }
-            words.start.push(words.symbols.len());
-            words.len.push(piece.len() as u32);
-            words.count.push(count as i64);
-            words.symbols.extend(piece.iter().map(|&b| b as u32));
-        }
+        });
         words
     }
 
