@@ -20,13 +20,15 @@ PATTERN = regex.compile(bytepair.GPT2_PATTERN)
 WHITESPACE = "\t\n\x0b\x0c\r \x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2005\u200a\u2028\u2029\u202f\u205f\u3000"
 SCRIPTS = "aZsdmtlvreSDMTLVRE'’ éßñøÆ日本語中文한국어ةعربيहिन्दीΑβγЖж"
 NUMBERS = "0123456789٣٤²³½Ⅻⅷ①𝟘"
-OTHER = "!?.,;:-_()[]{}<>/\\|@#$%^&*+=~`\"\u0301\u0300\u200d\ufe0f🙂👍🏽👨‍👩‍👧\x00\x7f\ufffd"
+OTHER = '!?.,;:-_()[]{}<>/\\|@#$%^&*+=~`"\u0301\u0300\u200d\ufe0f🙂👍🏽👨‍👩‍👧\x00\x7f\ufffd'
 ALPHABET = WHITESPACE + SCRIPTS + NUMBERS + OTHER
 
 pieces_strategy = st.text(alphabet=ALPHABET, max_size=60)
 any_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
 # Short runs of the same kind, so that runs, space-led runs and whitespace look-ahead all occur often.
-runs = st.lists(st.sampled_from([" ", "  ", "\n", " \n ", "'s", "'LL", "word", " word", "12", " 3", "!!", "日本"]))
+runs = st.lists(
+    st.sampled_from([" ", "  ", "\n", " \n ", "'s", "'LL", "word", " word", "12", " 3", "!!", "日本"])
+)
 
 
 def assert_same(text: str) -> None:

@@ -10,13 +10,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import shared_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import bytepair
 from bytepair import reference
 from bytepair.formats import _unicode_to_bytes
+from conftest import shared_file
 
 pytest.importorskip("regex")
 EOT = "<|endoftext|>"

@@ -25,7 +25,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 __all__ = ["bytes_to_unicode", "load_bpe", "save_bpe"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's table from byte values to the characters that stand for them in vocab and merges files.
 
@@ -33,7 +33,11 @@ def bytes_to_unicode() -> dict[int, str]:
     >>> table[ord("a")], table[ord(" ")], table[ord("\\n")]
     ('a', 'Ġ', 'Ċ')
     """
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     table = {b: chr(b) for b in printable}
     extra = 0
     for b in range(256):
@@ -43,7 +47,7 @@ def bytes_to_unicode() -> dict[int, str]:
     return table
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _unicode_to_bytes() -> dict[str, int]:
     return {c: b for b, c in bytes_to_unicode().items()}
 
@@ -103,7 +107,8 @@ def save_bpe(
         text = _encode_token(token)
         if text in by_text:
             raise ValueError(
-                f"vocab ids {by_text[text]} and {token_id} are both {token!r}; vocab.json needs distinct tokens"
+                f"vocab ids {by_text[text]} and {token_id} are both {token!r}; "
+                "vocab.json needs distinct tokens"
             )
         by_text[text] = token_id
     lines = []
@@ -115,7 +120,9 @@ def save_bpe(
     _write_atomically(merges_path, "".join(lines))
 
 
-def load_bpe(vocab_path: PathLike, merges_path: PathLike) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+def load_bpe(
+    vocab_path: PathLike, merges_path: PathLike
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Reads GPT-2 ``vocab.json`` and ``merges.txt`` (as written by :func:`save_bpe`, HF tokenizers or
     OpenAI's GPT-2 release) into ``(vocab, merges)``.
 
@@ -155,7 +162,9 @@ def load_bpe(vocab_path: PathLike, merges_path: PathLike) -> tuple[dict[int, byt
             continue
         parts = line.split(" ")
         if len(parts) != 2 or not parts[0] or not parts[1]:
-            raise ValueError(f"{merges_name}:{lineno}: expected two tokens separated by one space, got {line!r}")
+            raise ValueError(
+                f"{merges_name}:{lineno}: expected two tokens separated by one space, got {line!r}"
+            )
         where = f"{merges_name}:{lineno}"
         merges.append((_decode_token(parts[0], where), _decode_token(parts[1], where)))
     return dict(sorted(vocab.items())), merges
