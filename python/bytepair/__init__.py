@@ -5,8 +5,8 @@
 >>> path = os.path.join(d, "corpus.txt")
 >>> _ = open(path, "w").write("the cat sat on the mat<|endoftext|>the hat")
 >>> vocab, merges = bytepair.train_bpe(path, 260, special_tokens=["<|endoftext|>"])
->>> merges[:2]
-[(b'a', b't'), (b' ', b'the')]
+>>> merges[:2]  # "at" 4 times; then ("t", "h") and ("h", "e") tie at 3, and the greater pair wins
+[(b'a', b't'), (b't', b'h')]
 
 Public API:
 
