@@ -22,6 +22,25 @@ use std::io::{ErrorKind, Read};
 use crate::pretokenize::is_safe_cut;
 use crate::special::SpecialTokens;
 
+/// The bytes a cut needs to see after it: the whitespace character itself (up to 4 bytes), and enough of
+/// the text to see any special token that could straddle it.
+pub fn lookahead(specials: &SpecialTokens) -> usize {
+    specials.max_len().max(4)
+}
+
+/// The last safe cut in `bytes[from..to]`, searching backwards from `to`. `bytes` must extend at least
+/// [`lookahead`] bytes past `to`, or end the text.
+pub fn last_safe_cut(
+    bytes: &[u8],
+    specials: &SpecialTokens,
+    from: usize,
+    to: usize,
+) -> Option<usize> {
+    (from.max(1)..to)
+        .rev()
+        .find(|&p| is_safe_cut(bytes, p) && !specials.straddles(bytes, p))
+}
+
 /// A piece of the input and its byte offset in the whole.
 #[derive(Debug)]
 pub struct Chunk {
@@ -78,13 +97,6 @@ impl<'s, R: Read> ChunkReader<'s, R> {
         Ok(())
     }
 
-    /// The last safe cut in `carry[from..to]`, searching backwards from `to`.
-    fn last_cut(&self, from: usize, to: usize) -> Option<usize> {
-        (from.max(1)..to)
-            .rev()
-            .find(|&p| is_safe_cut(&self.carry, p) && !self.specials.straddles(&self.carry, p))
-    }
-
     fn take(&mut self, end: usize) -> Chunk {
         let rest = self.carry[end..].to_vec();
         self.carry.truncate(end);
@@ -104,7 +116,7 @@ impl<R: Read> Iterator for ChunkReader<'_, R> {
     fn next(&mut self) -> Option<Self::Item> {
         // Look-ahead a cut needs: the whitespace character itself (up to 4 bytes), and enough of the
         // text after it to see any special token that could straddle it.
-        let lookahead = self.specials.max_len().max(4);
+        let lookahead = lookahead(self.specials);
         let mut searched = 0;
         let mut want = self.target;
         loop {
@@ -119,7 +131,7 @@ impl<R: Read> Iterator for ChunkReader<'_, R> {
                 return Some(Ok(self.take(end)));
             }
             let limit = self.carry.len() - lookahead.min(self.carry.len());
-            if let Some(cut) = self.last_cut(searched, limit) {
+            if let Some(cut) = last_safe_cut(&self.carry, self.specials, searched, limit) {
                 return Some(Ok(self.take(cut)));
             }
             searched = limit;

@@ -18,6 +18,12 @@ pub enum Error {
     EmptySpecialToken,
     /// The caller's progress callback asked to stop (for example on Ctrl-C).
     Interrupted,
+    /// A vocabulary or merges that cannot make a tokenizer; the text says why.
+    InvalidVocab(String),
+    /// An id that has no token, given to decode.
+    UnknownId(u64),
+    /// An id too large for the output type asked for.
+    IdOutOfRange { id: u32, dtype: &'static str },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -50,6 +56,14 @@ impl fmt::Display for Error {
             ),
             Error::EmptySpecialToken => write!(f, "a special token must not be the empty string"),
             Error::Interrupted => write!(f, "interrupted"),
+            Error::InvalidVocab(why) => write!(f, "invalid vocabulary: {why}"),
+            Error::UnknownId(id) => write!(f, "id {id} is not in the vocabulary"),
+            Error::IdOutOfRange { id, dtype } => {
+                write!(
+                    f,
+                    "id {id} does not fit in {dtype}; use a wider dtype (uint32)"
+                )
+            }
         }
     }
 }

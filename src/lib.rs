@@ -7,6 +7,8 @@
 //! - [`chunks`]: reading a file in pieces cut where cutting cannot change the result.
 //! - [`count`]: counting pre-tokens over those pieces on all cores.
 //! - [`train`] and [`queue`]: choosing merges incrementally, ties to the greatest pair of byte strings.
+//! - [`encode`]: text to ids and back, identical to tiktoken for the same ranks.
+//! - [`encode_file`]: whole files to `.npy` arrays of ids, on all cores, in bounded memory.
 //! - `py` (feature `python`): the PyO3 binding; nothing else knows about Python.
 //!
 //! ```
@@ -23,6 +25,8 @@
 
 pub mod chunks;
 pub mod count;
+pub mod encode;
+pub mod encode_file;
 pub mod error;
 pub mod pretokenize;
 pub mod progress;
@@ -35,6 +39,7 @@ mod unicode_tables;
 mod py;
 
 pub use count::{count_file, count_text, PreTokenCounts};
+pub use encode::Encoder;
 pub use error::{Error, Result};
 pub use pretokenize::{pretokenize, PreTokens};
 pub use progress::{Phase, Progress, Silent};

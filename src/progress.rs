@@ -13,6 +13,8 @@ pub enum Phase {
     Count,
     /// Choosing merges; units are merges.
     Merge,
+    /// Encoding a file; units are bytes of input.
+    Encode,
 }
 
 /// Receives progress and may stop the work by returning an error, which the operation then returns.

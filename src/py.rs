@@ -10,9 +10,11 @@ use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueEr
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::encode::Encoder;
+use crate::encode_file::{encode_file, Dtype};
 use crate::error::Error;
 use crate::progress::{Phase, Progress};
-use crate::train::{train_file, TrainOptions};
+use crate::train::{thread_pool, train_file, TrainOptions};
 
 /// Converts an engine error into the Python exception a user expects.
 fn to_py_err(e: Error) -> PyErr {
@@ -81,6 +83,7 @@ impl Progress for PyProgress {
                     let name = match phase {
                         Phase::Count => "count",
                         Phase::Merge => "merge",
+                        Phase::Encode => "encode",
                     };
                     cb.call1(py, (name, done, total)).map(drop)
                 }
@@ -141,8 +144,144 @@ fn train_bpe<'py>(
     Ok((vocab, merges))
 }
 
+/// A vocabulary and merges ready to encode; immutable, so one instance serves many threads.
+#[pyclass(frozen, name = "Encoder", module = "bytepair._core")]
+struct PyEncoder {
+    inner: Encoder,
+}
+
+#[pymethods]
+impl PyEncoder {
+    #[new]
+    fn new(
+        vocab: Vec<(u32, Bound<'_, PyBytes>)>,
+        merges: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>)>,
+        special_tokens: Vec<String>,
+    ) -> PyResult<Self> {
+        let vocab = vocab
+            .into_iter()
+            .map(|(id, b)| (id, b.as_bytes().to_vec()))
+            .collect();
+        let merges: Vec<(Vec<u8>, Vec<u8>)> = merges
+            .iter()
+            .map(|(a, b)| (a.as_bytes().to_vec(), b.as_bytes().to_vec()))
+            .collect();
+        let inner = Encoder::new(vocab, &merges, &special_tokens).map_err(to_py_err)?;
+        Ok(PyEncoder { inner })
+    }
+
+    #[getter]
+    fn vocab_size(&self) -> usize {
+        self.inner.vocab_size()
+    }
+
+    fn encode(&self, py: Python<'_>, text: &str) -> PyResult<Vec<u32>> {
+        run_detached(py, || {
+            let mut ids = Vec::with_capacity(text.len() / 3);
+            self.inner.encode(text, &mut ids);
+            Ok(ids)
+        })
+    }
+
+    /// Encodes the longest safely cut prefix of `text` (all of it when `last`); returns the ids and
+    /// the rest of the text.
+    fn encode_prefix(
+        &self,
+        py: Python<'_>,
+        text: &str,
+        last: bool,
+    ) -> PyResult<(Vec<u32>, String)> {
+        run_detached(py, || {
+            let mut ids = Vec::new();
+            let used = self.inner.encode_prefix(text, last, &mut ids);
+            Ok((ids, text[used..].to_string()))
+        })
+    }
+
+    #[pyo3(signature = (texts, num_threads=None))]
+    fn encode_batch(
+        &self,
+        py: Python<'_>,
+        texts: Vec<String>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Vec<Vec<u32>>> {
+        run_detached(py, || {
+            let pool = thread_pool(num_threads).map_err(to_py_err)?;
+            Ok(pool.install(|| {
+                use rayon::prelude::*;
+                texts
+                    .par_iter()
+                    .map(|t| {
+                        let mut ids = Vec::with_capacity(t.len() / 3);
+                        self.inner.encode(t, &mut ids);
+                        ids
+                    })
+                    .collect()
+            }))
+        })
+    }
+
+    /// The bytes of `ids` concatenated; ValueError naming the first id with no token.
+    fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<i64>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = run_detached(py, || {
+            let mut out = Vec::with_capacity(ids.len() * 4);
+            let ids = ids
+                .iter()
+                .map(|&id| if id < 0 { u64::MAX } else { id as u64 });
+            match self.inner.decode(ids, &mut out) {
+                Ok(()) => Ok(out),
+                Err(Error::UnknownId(u64::MAX)) => Err(PyValueError::new_err(
+                    "negative ids are not in the vocabulary",
+                )),
+                Err(e) => Err(to_py_err(e)),
+            }
+        })?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    #[pyo3(signature = (input_path, output_path, dtype_bits, num_threads=None, chunk_size=None, progress=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn encode_file(
+        &self,
+        py: Python<'_>,
+        input_path: PathBuf,
+        output_path: PathBuf,
+        dtype_bits: u32,
+        num_threads: Option<usize>,
+        chunk_size: Option<usize>,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<u64> {
+        let dtype = match dtype_bits {
+            16 => Dtype::U16,
+            32 => Dtype::U32,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "dtype must be uint16 or uint32, not {other} bits"
+                )))
+            }
+        };
+        let progress = PyProgress::new(progress);
+        let chunk_size = chunk_size.unwrap_or(crate::count::DEFAULT_CHUNK_SIZE);
+        run_detached(py, || {
+            let pool = thread_pool(num_threads).map_err(to_py_err)?;
+            pool.install(|| {
+                encode_file(
+                    &self.inner,
+                    &input_path,
+                    &output_path,
+                    dtype,
+                    chunk_size,
+                    &progress,
+                )
+            })
+            .map_err(|e| progress.error(e))
+        })
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyEncoder>()?;
     m.add_function(wrap_pyfunction!(pretokenize, m)?)?;
     m.add_function(wrap_pyfunction!(train_bpe, m)?)?;
     Ok(())

@@ -11,6 +11,7 @@
 Public API:
 
 - :func:`train_bpe`: train a vocabulary and merges from a text file.
+- :class:`Tokenizer`: encode and decode; whole files to NumPy arrays.
 - :func:`save_bpe`, :func:`load_bpe`: GPT-2 ``vocab.json`` and ``merges.txt``.
 - :func:`pretokenize`: the GPT-2 pre-tokenizer.
 - :mod:`bytepair.reference`: the same training in plain Python, the executable specification.
@@ -20,9 +21,18 @@ from __future__ import annotations
 
 from . import _core
 from .formats import bytes_to_unicode, load_bpe, save_bpe
+from .tokenizer import Tokenizer
 from .training import train_bpe
 
-__all__ = ["GPT2_PATTERN", "bytes_to_unicode", "load_bpe", "pretokenize", "save_bpe", "train_bpe"]
+__all__ = [
+    "GPT2_PATTERN",
+    "Tokenizer",
+    "bytes_to_unicode",
+    "load_bpe",
+    "pretokenize",
+    "save_bpe",
+    "train_bpe",
+]
 __version__ = "0.1.0"
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""

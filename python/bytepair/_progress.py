@@ -10,7 +10,7 @@ import sys
 import time
 from typing import TextIO
 
-_LABELS = {"count": ("pre-tokenizing", "MB"), "merge": ("merging", "merges")}
+_LABELS = {"count": ("pre-tokenizing", "MB"), "merge": ("merging", "merges"), "encode": ("encoding", "MB")}
 
 
 class ProgressBar:

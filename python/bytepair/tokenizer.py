@@ -1,0 +1,222 @@
+"""Encoding text to token ids and back: :class:`Tokenizer`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Callable, Union
+
+from . import _core
+from ._progress import ProgressBar
+from .formats import load_bpe
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+__all__ = ["Tokenizer"]
+
+# encode_iterable hands text to the engine once it holds this much, so that small pieces (lines of a
+# file) are encoded in batches rather than one call each.
+_STREAM_BATCH = 1 << 16
+
+
+class Tokenizer:
+    """A byte-level BPE tokenizer: a vocabulary, its merges, and special tokens.
+
+    Text is split at special tokens, then into GPT-2 pre-tokens, and each pre-token is encoded with the
+    merges (the lowest-ranked merge first): ids equal tiktoken's for the same ranks. A ``Tokenizer`` is
+    immutable, can be shared by threads (long calls release the GIL), and pickles.
+
+    >>> vocab = {i: bytes([i]) for i in range(256)} | {256: b"th", 257: b"the", 258: b" the"}
+    >>> merges = [(b"t", b"h"), (b"th", b"e"), (b" ", b"the")]
+    >>> tok = Tokenizer(vocab, merges, special_tokens=["<|endoftext|>"])
+    >>> tok.encode("the theme<|endoftext|>")
+    [257, 258, 109, 101, 259]
+    >>> tok.decode([257, 258, 259])
+    'the the<|endoftext|>'
+    """
+
+    def __init__(
+        self,
+        vocab: Mapping[int, bytes],
+        merges: Iterable[tuple[bytes, bytes]],
+        special_tokens: Iterable[str] | None = None,
+    ) -> None:
+        """Builds a tokenizer from ``vocab`` (id -> bytes), ``merges`` in order of creation, and
+        ``special_tokens``; a special token missing from ``vocab`` is added with the next id.
+
+        Raises ValueError for a vocabulary that cannot encode: two ids with the same bytes, a byte
+        value with no id, or a merge whose parts or result are not in the vocabulary.
+        """
+        if isinstance(special_tokens, str):
+            raise TypeError("special_tokens must be a list of str, not a single str")
+        specials = list(dict.fromkeys(special_tokens or []))
+        vocab = dict(vocab)
+        merges = [tuple(m) for m in merges]
+        for token_id, token in vocab.items():
+            if not isinstance(token_id, int) or token_id < 0:
+                raise ValueError(f"vocab ids must be non-negative ints, not {token_id!r}")
+            if not isinstance(token, bytes):
+                raise TypeError(f"vocab[{token_id}] must be bytes, not {type(token).__name__}")
+        for i, m in enumerate(merges):
+            if len(m) != 2 or not all(isinstance(t, bytes) for t in m):
+                raise TypeError(f"merges[{i}] must be a pair of bytes, not {m!r}")
+        known = set(vocab.values())
+        for token in specials:
+            if not isinstance(token, str):
+                raise TypeError(f"special tokens must be str, not {type(token).__name__}")
+            if token.encode("utf-8") not in known:
+                vocab[max(vocab, default=-1) + 1] = token.encode("utf-8")
+        self._vocab = vocab
+        self._merges = merges
+        self._specials = specials
+        self._encoder = _core.Encoder(list(vocab.items()), merges, specials)
+
+    @classmethod
+    def from_files(
+        cls, vocab_filepath: PathLike, merges_filepath: PathLike, special_tokens: Iterable[str] | None = None
+    ) -> Tokenizer:
+        """Loads GPT-2 ``vocab.json`` and ``merges.txt`` (see :func:`bytepair.load_bpe`).
+
+        >>> import os, tempfile, bytepair
+        >>> d = tempfile.mkdtemp()
+        >>> vocab = {i: bytes([i]) for i in range(256)} | {256: b"hi"}
+        >>> bytepair.save_bpe(vocab, [(b"h", b"i")], os.path.join(d, "v.json"), os.path.join(d, "m.txt"))
+        >>> Tokenizer.from_files(os.path.join(d, "v.json"), os.path.join(d, "m.txt")).encode("hi!")
+        [256, 33]
+        """
+        vocab, merges = load_bpe(vocab_filepath, merges_filepath)
+        return cls(vocab, merges, special_tokens)
+
+    @property
+    def vocab(self) -> dict[int, bytes]:
+        """A copy of the vocabulary, id -> bytes, special tokens included."""
+        return dict(self._vocab)
+
+    @property
+    def merges(self) -> list[tuple[bytes, bytes]]:
+        """A copy of the merges, in order of creation."""
+        return list(self._merges)
+
+    @property
+    def special_tokens(self) -> list[str]:
+        """The special tokens, deduplicated, in the order given."""
+        return list(self._specials)
+
+    @property
+    def vocab_size(self) -> int:
+        """One more than the largest id (the number of tokens when ids have no gaps)."""
+        return self._encoder.vocab_size
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of ``text``. Special tokens are always recognized (longest first where they overlap).
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).encode("hi")
+        [104, 105]
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode takes a str, not {type(text).__name__}")
+        return self._encoder.encode(text)
+
+    def encode_batch(self, texts: list[str], num_threads: int | None = None) -> list[list[int]]:
+        """The ids of each text, encoded in parallel on ``num_threads`` threads (all cores by default).
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).encode_batch(["a", "bc"])
+        [[97], [98, 99]]
+        """
+        texts = list(texts)
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"encode_batch takes str items, not {type(t).__name__}")
+        return self._encoder.encode_batch(texts, num_threads)
+
+    def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
+        """Lazily yields the ids of the concatenation of ``iterable`` (for example an open file), in
+        memory bounded by the longest pre-token rather than by the text.
+
+        The ids are exactly those of ``encode("".join(iterable))`` however the text is cut: text after
+        the last place where cutting is safe (between a non-space and a space, outside any special
+        token) is held back until more arrives.
+
+        >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
+        >>> list(tok.encode_iterable(["h", "i ", "there"]))
+        [104, 105, 32, 116, 104, 101, 114, 101]
+        """
+        buffer = ""
+        # After a call that could not cut, wait for the buffer to double before trying again, so that
+        # a long text with no safe cut costs linear time, not quadratic.
+        next_try = _STREAM_BATCH
+        for piece in iterable:
+            if not isinstance(piece, str):
+                raise TypeError(f"encode_iterable needs str items, got {type(piece).__name__}")
+            buffer += piece
+            if len(buffer) >= next_try:
+                ids, rest = self._encoder.encode_prefix(buffer, False)
+                next_try = _STREAM_BATCH if len(rest) < len(buffer) else 2 * len(buffer)
+                buffer = rest
+                yield from ids
+        ids, _ = self._encoder.encode_prefix(buffer, True)
+        yield from ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD.
+
+        Raises ValueError for an id with no token.
+
+        >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
+        >>> tok.decode([104, 105, 0xE2, 0x82])
+        'hi\\ufffd'
+        """
+        try:
+            ids = [int(i) for i in ids]
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"decode takes an iterable of ints: {e}") from None
+        return self._encoder.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    def encode_file(
+        self,
+        input_path: PathLike,
+        output_path: PathLike,
+        *,
+        num_threads: int | None = None,
+        dtype: Any = None,
+        progress: bool | Callable[[str, int, int], None] = False,
+    ) -> int:
+        """Encodes the UTF-8 file ``input_path`` into a NumPy ``.npy`` file of ids and returns the number
+        of tokens. Memory stays bounded whatever the file size; all cores work on it.
+
+        ``dtype`` is ``numpy.uint16`` when every id fits (vocab_size <= 65536), else ``numpy.uint32``;
+        forcing ``uint16`` with a larger id raises ValueError. The output appears only when complete:
+        on any error (missing input, invalid UTF-8, unwritable output, Ctrl-C) no partial file is left.
+
+        >>> import numpy as np, os, tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> _ = open(os.path.join(d, "in.txt"), "w").write("hi there")
+        >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
+        >>> tok.encode_file(os.path.join(d, "in.txt"), os.path.join(d, "out.npy"))
+        8
+        >>> np.load(os.path.join(d, "out.npy"))[:2]
+        array([104, 105], dtype=uint16)
+        """
+        import numpy as np
+
+        if dtype is None:
+            dtype = np.uint16 if self.vocab_size <= 1 << 16 else np.uint32
+        dtype = np.dtype(dtype)
+        if dtype not in (np.dtype(np.uint16), np.dtype(np.uint32)):
+            raise ValueError(f"dtype must be uint16 or uint32, not {dtype}")
+        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
+            raise ValueError(f"num_threads must be a positive int or None, not {num_threads!r}")
+        args = (os.fspath(input_path), os.fspath(output_path), dtype.itemsize * 8, num_threads, None)
+        if progress is True:
+            with ProgressBar() as bar:
+                return self._encoder.encode_file(*args, bar)
+        return self._encoder.encode_file(*args, progress if callable(progress) else None)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Tokenizer, (self._vocab, self._merges, self._specials))
+
+    def __repr__(self) -> str:
+        return (
+            f"Tokenizer(vocab_size={self.vocab_size}, merges={len(self._merges)}, "
+            f"special_tokens={self._specials})"
+        )

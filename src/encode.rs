@@ -1,0 +1,451 @@
+//! Encoding text to token ids, and ids back to bytes.
+//!
+//! Text is split at special tokens, then into GPT-2 pre-tokens by the same scanner training uses, and
+//! each pre-token is encoded on its own:
+//!
+//! 1. A pre-token that is itself a token is that one id (tiktoken's rule, and the fast path: most
+//!    pre-tokens of ordinary text are whole tokens).
+//! 2. Otherwise it starts as single bytes, and the adjacent pair whose concatenation is the token of
+//!    the lowest merge rank is merged, leftmost first among equals, until no pair is a merged token.
+//!
+//! Step 2 is tiktoken's `byte_pair_merge` with ranks = merge order, so ids equal tiktoken's for the same
+//! ranks. It asks "is `left ++ right` a merged token?", so [`Encoder::new`] precomputes the answer for
+//! every split of every merged token into two tokens ([`PairTable`]) and the merge loop looks up id
+//! pairs, never bytes. For a vocabulary whose merges are its only way to build tokens (every BPE
+//! vocabulary), that is the same as applying the merges list in order.
+//!
+//! Short pieces use a quadratic scan over a small array (fastest for the usual few bytes); pieces of
+//! [`LONG_PIECE`] bytes or more use a heap over a linked list, O(n log n), so that 1 MB of one letter
+//! is not quadratic (the tiktoken issue where 512 KiB of "x" took two minutes).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use crate::chunks::{last_safe_cut, lookahead};
+use crate::error::{Error, Result};
+use crate::pretokenize::pretokenize;
+use crate::special::{Segment, SpecialTokens};
+
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Pieces at least this long take the heap path.
+pub const LONG_PIECE: usize = 128;
+
+/// The rank of a pair that is not a merge: greater than every real rank.
+const NO_MERGE: (u32, u32) = (u32::MAX, 0);
+
+/// How many multi-token pieces a cache holds before it starts over. Bounds memory on long-tailed text
+/// (every piece new) at about 1 MB per cache.
+const CACHE_ENTRIES: usize = 1 << 14;
+
+/// For each pair of token ids whose concatenation is a merged token: the merge rank and that token's
+/// id. The key packs the two ids into a u64.
+type PairTable = FastMap<u64, (u32, u32)>;
+
+#[inline]
+fn pair_key(left: u32, right: u32) -> u64 {
+    (left as u64) << 32 | right as u64
+}
+
+/// A vocabulary and merges, ready to encode and decode.
+#[derive(Debug)]
+pub struct Encoder {
+    /// Token bytes to id, for whole pre-tokens.
+    ids: FastMap<Box<[u8]>, u32>,
+    /// Id to token bytes (None where the vocabulary has a gap).
+    tokens: Vec<Option<Box<[u8]>>>,
+    byte_ids: [u32; 256],
+    pairs: PairTable,
+    /// `pairs` for the two single-byte tokens `[b0]`, `[b1]` at `b0 << 8 | b1`: every piece starts as
+    /// bytes, so these are most lookups, and a 512 KB array answers them from cache without hashing.
+    /// Indexed by bytes (not ids), so it is exact whatever ids the bytes have.
+    byte_pairs: Vec<(u32, u32)>,
+    specials: SpecialTokens,
+    special_ids: Vec<u32>,
+}
+
+impl Encoder {
+    /// Builds an encoder from `vocab` (id, bytes), `merges` in order of creation, and special tokens.
+    ///
+    /// A special token that is not in the vocabulary is appended with the next free id. Fails when two
+    /// ids share bytes, a byte value has no id, a merge names a token the vocabulary lacks, or a
+    /// special token is empty.
+    pub fn new(
+        vocab: Vec<(u32, Vec<u8>)>,
+        merges: &[(Vec<u8>, Vec<u8>)],
+        specials: &[String],
+    ) -> Result<Encoder> {
+        let specials = SpecialTokens::new(specials)?;
+        let mut ids: FastMap<Box<[u8]>, u32> = FastMap::default();
+        ids.reserve(vocab.len());
+        let mut max_id = 0;
+        for (id, bytes) in vocab {
+            max_id = max_id.max(id);
+            if let Some(other) = ids.insert(bytes.clone().into_boxed_slice(), id) {
+                return Err(Error::InvalidVocab(format!(
+                    "ids {other} and {id} are both {:?}; each token must be distinct",
+                    String::from_utf8_lossy(&bytes)
+                )));
+            }
+        }
+        let mut byte_ids = [0u32; 256];
+        for (b, slot) in byte_ids.iter_mut().enumerate() {
+            *slot = *ids.get([b as u8].as_slice()).ok_or_else(|| {
+                Error::InvalidVocab(format!(
+                    "byte 0x{b:02x} has no id; a byte-level vocabulary needs all 256"
+                ))
+            })?;
+        }
+        let mut special_ids = Vec::with_capacity(specials.tokens().len());
+        for t in specials.tokens() {
+            let id = match ids.get(t.as_bytes()) {
+                Some(&id) => id,
+                None => {
+                    max_id = max_id
+                        .checked_add(1)
+                        .ok_or(Error::InvalidVocab("vocabulary is full".into()))?;
+                    ids.insert(t.as_bytes().into(), max_id);
+                    max_id
+                }
+            };
+            special_ids.push(id);
+        }
+        let mut tokens = vec![None; max_id as usize + 1];
+        for (bytes, &id) in &ids {
+            tokens[id as usize] = Some(bytes.clone());
+        }
+        let pairs = pair_table(&ids, merges)?;
+        let mut byte_pairs = vec![NO_MERGE; 1 << 16];
+        for (i, slot) in byte_pairs.iter_mut().enumerate() {
+            let (a, b) = (byte_ids[i >> 8], byte_ids[i & 0xFF]);
+            *slot = pairs.get(&pair_key(a, b)).copied().unwrap_or(NO_MERGE);
+        }
+        Ok(Encoder {
+            ids,
+            tokens,
+            byte_ids,
+            pairs,
+            byte_pairs,
+            specials,
+            special_ids,
+        })
+    }
+
+    /// One more than the largest id.
+    pub fn vocab_size(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// The special tokens and their ids.
+    pub fn specials(&self) -> (&SpecialTokens, &[u32]) {
+        (&self.specials, &self.special_ids)
+    }
+
+    /// Appends the ids of `text` to `out`.
+    pub fn encode(&self, text: &str, out: &mut Vec<u32>) {
+        let mut scratch = Scratch::default();
+        self.encode_with(text, out, &mut scratch);
+    }
+
+    fn encode_with(&self, text: &str, out: &mut Vec<u32>, scratch: &mut Scratch) {
+        for segment in self.specials.split(text) {
+            match segment {
+                Segment::Special(i) => out.push(self.special_ids[i]),
+                Segment::Text(part) => {
+                    for piece in pretokenize(part) {
+                        self.encode_piece(piece.as_bytes(), out, scratch);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Encodes the longest prefix of `text` that ends where a cut is safe (all of it when `last`), and
+    /// returns its length in bytes: streaming input holds back the rest until more text arrives, so the
+    /// ids equal those of the whole text however it is split.
+    pub fn encode_prefix(&self, text: &str, last: bool, out: &mut Vec<u32>) -> usize {
+        let end = if last {
+            text.len()
+        } else {
+            let limit = text.len().saturating_sub(lookahead(&self.specials));
+            last_safe_cut(text.as_bytes(), &self.specials, 0, limit).unwrap_or(0)
+        };
+        self.encode(&text[..end], out);
+        end
+    }
+
+    /// Appends the ids of one pre-token: a whole token, a cached piece, or merged (and cached).
+    #[inline]
+    fn encode_piece(&self, piece: &[u8], out: &mut Vec<u32>, scratch: &mut Scratch) {
+        if let Some(&id) = self.ids.get(piece) {
+            out.push(id);
+            return;
+        }
+        if let Some(&(start, len)) = scratch.cache.get(piece) {
+            out.extend_from_slice(&scratch.cached_ids[start as usize..(start + len) as usize]);
+            return;
+        }
+        let before = out.len();
+        if piece.len() < LONG_PIECE {
+            self.merge_short(piece, out, scratch);
+        } else {
+            self.merge_long(piece, out);
+        }
+        if scratch.cache.len() >= CACHE_ENTRIES {
+            scratch.cache.clear();
+            scratch.cached_ids.clear();
+        }
+        let start = scratch.cached_ids.len() as u32;
+        scratch.cached_ids.extend_from_slice(&out[before..]);
+        scratch
+            .cache
+            .insert(piece.into(), (start, (out.len() - before) as u32));
+    }
+
+    #[inline]
+    fn rank(&self, left: u32, right: u32) -> Option<(u32, u32)> {
+        self.pairs.get(&pair_key(left, right)).copied()
+    }
+
+    /// tiktoken's merge loop: find the lowest-ranked pair (leftmost among equals), merge it, repeat.
+    /// `ranks[i]` caches the rank of the pair starting at symbol `i`, so a merge recomputes two.
+    fn merge_short(&self, piece: &[u8], out: &mut Vec<u32>, scratch: &mut Scratch) {
+        let Scratch { symbols, ranks, .. } = scratch;
+        symbols.clear();
+        symbols.extend(piece.iter().map(|&b| self.byte_ids[b as usize]));
+        ranks.clear();
+        ranks.extend(
+            piece
+                .windows(2)
+                .map(|w| self.byte_pairs[(w[0] as usize) << 8 | w[1] as usize]),
+        );
+        while let Some((i, &(rank, merged))) =
+            ranks.iter().enumerate().min_by_key(|&(i, &(r, _))| (r, i))
+        {
+            if rank == u32::MAX {
+                break;
+            }
+            symbols[i] = merged;
+            symbols.remove(i + 1);
+            ranks.remove(i);
+            if i > 0 {
+                ranks[i - 1] = self.rank(symbols[i - 1], merged).unwrap_or(NO_MERGE);
+            }
+            if i < ranks.len() {
+                ranks[i] = self.rank(merged, symbols[i + 1]).unwrap_or(NO_MERGE);
+            }
+        }
+        out.extend_from_slice(symbols);
+    }
+
+    /// The same merges as [`Self::merge_short`] in O(n log n): symbols in a linked list, candidate
+    /// pairs in a min-heap by (rank, position). An entry is stale when its left symbol was consumed or
+    /// changed since it was pushed; positions never move, so (rank, position) order is leftmost first.
+    fn merge_long(&self, piece: &[u8], out: &mut Vec<u32>) {
+        const NONE: usize = usize::MAX;
+        let n = piece.len();
+        let mut symbol: Vec<u32> = piece.iter().map(|&b| self.byte_ids[b as usize]).collect();
+        let mut next: Vec<usize> = (1..=n).map(|i| if i == n { NONE } else { i }).collect();
+        let mut prev: Vec<usize> = (0..n).map(|i| if i == 0 { NONE } else { i - 1 }).collect();
+        let mut alive = vec![true; n];
+        let mut heap: BinaryHeap<Reverse<(u32, usize, u32, u32)>> = BinaryHeap::new();
+        let push = |heap: &mut BinaryHeap<_>, i: usize, symbol: &[u32], next: &[usize]| {
+            if next[i] != NONE {
+                if let Some((rank, merged)) = self.rank(symbol[i], symbol[next[i]]) {
+                    heap.push(Reverse((rank, i, symbol[i], merged)));
+                }
+            }
+        };
+        for i in 0..n {
+            push(&mut heap, i, &symbol, &next);
+        }
+        while let Some(Reverse((rank, i, left, merged))) = heap.pop() {
+            // Valid only if `i` still holds the same left symbol and the pair at `i` still has this rank.
+            if !alive[i] || symbol[i] != left || next[i] == NONE {
+                continue;
+            }
+            if self.rank(symbol[i], symbol[next[i]]) != Some((rank, merged)) {
+                continue;
+            }
+            let j = next[i];
+            alive[j] = false;
+            symbol[i] = merged;
+            next[i] = next[j];
+            if next[j] != NONE {
+                prev[next[j]] = i;
+            }
+            if prev[i] != NONE {
+                push(&mut heap, prev[i], &symbol, &next);
+            }
+            push(&mut heap, i, &symbol, &next);
+        }
+        let mut i = 0;
+        while i != NONE {
+            out.push(symbol[i]);
+            i = next[i];
+        }
+    }
+
+    /// The bytes of `ids`, concatenated. Fails on an id that has no token.
+    pub fn decode(&self, ids: impl IntoIterator<Item = u64>, out: &mut Vec<u8>) -> Result<()> {
+        for id in ids {
+            match self.tokens.get(id as usize) {
+                Some(Some(bytes)) if id <= u32::MAX as u64 => out.extend_from_slice(bytes),
+                _ => return Err(Error::UnknownId(id)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The bytes of one token, if the id has one.
+    pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
+        self.tokens.get(id as usize)?.as_deref()
+    }
+}
+
+/// State reused across the pieces of one call: buffers of [`Encoder::merge_short`], and a bounded
+/// cache of multi-token pieces (their ids end to end in `cached_ids`), since words that are not one
+/// token recur. Per call, so that threads share nothing.
+#[derive(Default)]
+struct Scratch {
+    symbols: Vec<u32>,
+    ranks: Vec<(u32, u32)>,
+    cache: FastMap<Box<[u8]>, (u32, u32)>,
+    cached_ids: Vec<u32>,
+}
+
+/// Every way to write each merged token as two tokens, with the token's merge rank (see module docs).
+fn pair_table(ids: &FastMap<Box<[u8]>, u32>, merges: &[(Vec<u8>, Vec<u8>)]) -> Result<PairTable> {
+    let mut pairs = PairTable::default();
+    let lookup = |bytes: &[u8], what: &str, rank: usize| -> Result<u32> {
+        ids.get(bytes).copied().ok_or_else(|| {
+            Error::InvalidVocab(format!(
+                "merge {rank} ({what}) is {:?}, which is not in the vocabulary",
+                String::from_utf8_lossy(bytes)
+            ))
+        })
+    };
+    for (rank, (left, right)) in merges.iter().enumerate() {
+        lookup(left, "left", rank)?;
+        lookup(right, "right", rank)?;
+        let mut token = left.clone();
+        token.extend_from_slice(right);
+        let merged = lookup(&token, "result", rank)?;
+        for k in 1..token.len() {
+            if let (Some(&a), Some(&b)) = (ids.get(&token[..k]), ids.get(&token[k..])) {
+                // A token made by two merges keeps its first (lowest) rank.
+                pairs.entry(pair_key(a, b)).or_insert((rank as u32, merged));
+            }
+        }
+    }
+    Ok(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoder(extra: &[&[u8]], merges: &[(&[u8], &[u8])], specials: &[&str]) -> Encoder {
+        let mut vocab: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        for (i, t) in extra.iter().enumerate() {
+            vocab.push((256 + i as u32, t.to_vec()));
+        }
+        let merges: Vec<(Vec<u8>, Vec<u8>)> = merges
+            .iter()
+            .map(|(a, b)| (a.to_vec(), b.to_vec()))
+            .collect();
+        let specials: Vec<String> = specials.iter().map(|s| s.to_string()).collect();
+        Encoder::new(vocab, &merges, &specials).unwrap()
+    }
+
+    fn encode(e: &Encoder, text: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        e.encode(text, &mut out);
+        out
+    }
+
+    #[test]
+    fn merges_apply_by_rank_and_specials_map_to_ids() {
+        let e = encoder(
+            &[b"ab", b"abc", b"bc"],
+            &[(b"a", b"b"), (b"ab", b"c"), (b"b", b"c")],
+            &["<s>"],
+        );
+        // ids: ab 256, abc 257, bc 258, and the special token appended as 259.
+        assert_eq!(encode(&e, "abcbc"), [257, 258]);
+        assert_eq!(encode(&e, "bc<s>x"), [258, 259, b'x' as u32]);
+        assert_eq!(e.vocab_size(), 260);
+    }
+
+    #[test]
+    fn long_pieces_merge_like_short_ones() {
+        let e = encoder(
+            &[b"aa", b"aaaa", b"ab"],
+            &[(b"a", b"a"), (b"aa", b"aa"), (b"a", b"b")],
+            &[],
+        );
+        for n in [1, 2, 3, 5, 7, 127, 128, 129, 1000, 1001] {
+            for tail in ["", "b", "ab"] {
+                let piece = format!("{}{tail}", "a".repeat(n));
+                let (mut short, mut long) = (Vec::new(), Vec::new());
+                e.merge_short(piece.as_bytes(), &mut short, &mut Scratch::default());
+                e.merge_long(piece.as_bytes(), &mut long);
+                assert_eq!(short, long, "{n} {tail}");
+            }
+        }
+    }
+
+    #[test]
+    fn whole_tokens_win_over_merges() {
+        // "abc" is a token no merge builds: tiktoken returns it whole; merging would give "ab" "c".
+        let e = encoder(&[b"ab", b"abc"], &[(b"a", b"b")], &[]);
+        assert_eq!(encode(&e, "abc"), [257]);
+        assert_eq!(encode(&e, "abcabc"), [256, b'c' as u32, 256, b'c' as u32]);
+    }
+
+    #[test]
+    fn bad_vocabularies_are_errors() {
+        let vocab = |extra: Vec<(u32, Vec<u8>)>| -> Vec<(u32, Vec<u8>)> {
+            (0..=255u8)
+                .map(|b| (b as u32, vec![b]))
+                .chain(extra)
+                .collect()
+        };
+        let dup = Encoder::new(vocab(vec![(256, b"a".to_vec())]), &[], &[]);
+        assert!(matches!(dup, Err(Error::InvalidVocab(m)) if m.contains("both")));
+        let missing = Encoder::new(vocab(vec![]), &[(b"a".to_vec(), b"b".to_vec())], &[]);
+        assert!(matches!(missing, Err(Error::InvalidVocab(m)) if m.contains("merge 0 (result)")));
+        let no_byte = Encoder::new(vec![(0, b"a".to_vec())], &[], &[]);
+        assert!(matches!(no_byte, Err(Error::InvalidVocab(m)) if m.contains("byte 0x00")));
+    }
+
+    #[test]
+    fn prefixes_end_at_safe_cuts_and_add_up_to_the_whole() {
+        let e = encoder(&[b"ab"], &[(b"a", b"b")], &["<|x y|>"]);
+        let text = "ab ab<|x y|> abab\n\n ab  ";
+        let whole = encode(&e, text);
+        for split in 0..=text.len() {
+            if !text.is_char_boundary(split) {
+                continue;
+            }
+            // Feed text[..split], keep the tail, then feed the rest as the last piece.
+            let mut ids = Vec::new();
+            let used = e.encode_prefix(&text[..split], false, &mut ids);
+            let rest = format!("{}{}", &text[used..split], &text[split..]);
+            e.encode_prefix(&rest, true, &mut ids);
+            assert_eq!(ids, whole, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn decode_rejects_unknown_ids() {
+        let e = encoder(&[], &[], &[]);
+        let mut out = Vec::new();
+        e.decode([104, 105], &mut out).unwrap();
+        assert_eq!(out, b"hi");
+        assert!(matches!(
+            e.decode([300], &mut out),
+            Err(Error::UnknownId(300))
+        ));
+    }
+}

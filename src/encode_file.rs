@@ -1,0 +1,164 @@
+//! Encoding a whole file into a NumPy `.npy` array of token ids.
+//!
+//! The input is read in chunks cut at safe places ([`crate::chunks`]); a batch of chunks is encoded on
+//! all threads at once and written in order, so memory is a few chunks and their ids whatever the file
+//! size, and threads never talk. The array goes to a temporary file beside the output, whose header is
+//! written last (the length is known only at the end) and which is renamed over the output only when
+//! everything succeeded: an error or an interruption leaves no partial `.npy`.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use crate::chunks::ChunkReader;
+use crate::encode::Encoder;
+use crate::error::{Error, Result};
+use crate::progress::{Phase, Progress};
+
+/// The element type of the output array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    U16,
+    U32,
+}
+
+impl Dtype {
+    fn descr(self) -> &'static str {
+        match self {
+            Dtype::U16 => "<u2",
+            Dtype::U32 => "<u4",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Dtype::U16 => "uint16",
+            Dtype::U32 => "uint32",
+        }
+    }
+}
+
+/// The header is rewritten in place at the end, so it has a fixed size: 128 bytes holds any length.
+const HEADER_LEN: usize = 128;
+
+fn npy_header(dtype: Dtype, len: u64) -> Vec<u8> {
+    let dict = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': ({len},), }}",
+        dtype.descr()
+    );
+    let mut header = b"\x93NUMPY\x01\x00".to_vec();
+    header.extend_from_slice(&((HEADER_LEN - 10) as u16).to_le_bytes());
+    header.extend_from_slice(dict.as_bytes());
+    header.resize(HEADER_LEN - 1, b' ');
+    header.push(b'\n');
+    header
+}
+
+/// Removes the temporary file unless it was renamed into place.
+struct TempFile(Option<PathBuf>);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = fs::remove_file(path);
+        }
+    }
+}
+
+/// Encodes the UTF-8 file `input` into `output` (`.npy`, one-dimensional, `dtype`) on the current
+/// rayon pool and returns the number of tokens.
+pub fn encode_file(
+    encoder: &Encoder,
+    input: &Path,
+    output: &Path,
+    dtype: Dtype,
+    chunk_size: usize,
+    progress: &dyn Progress,
+) -> Result<u64> {
+    let file = File::open(input).map_err(|e| Error::io(input, e))?;
+    let total = file.metadata().map_err(|e| Error::io(input, e))?.len();
+    let (specials, _) = encoder.specials();
+    let mut chunks = ChunkReader::new(file, specials, chunk_size);
+
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp_path = output.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp = TempFile(Some(tmp_path.clone()));
+    let write_err = |e| Error::io(output, e);
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp_path).map_err(write_err)?);
+    out.write_all(&npy_header(dtype, 0)).map_err(write_err)?;
+
+    let batch_size = 2 * rayon::current_num_threads();
+    let (mut tokens, mut done) = (0u64, 0u64);
+    let mut bytes = Vec::new();
+    loop {
+        let batch = chunks
+            .by_ref()
+            .take(batch_size)
+            .collect::<std::io::Result<Vec<_>>>();
+        let batch = batch.map_err(|e| Error::io(input, e))?;
+        if batch.is_empty() {
+            break;
+        }
+        let encoded: Vec<Result<Vec<u32>>> = batch
+            .par_iter()
+            .map(|chunk| {
+                let text = std::str::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
+                    path: input.to_path_buf(),
+                    offset: chunk.offset + e.valid_up_to() as u64,
+                })?;
+                let mut ids = Vec::with_capacity(text.len() / 3);
+                encoder.encode(text, &mut ids);
+                Ok(ids)
+            })
+            .collect();
+        for (chunk, ids) in batch.iter().zip(encoded) {
+            let ids = ids?;
+            bytes.clear();
+            match dtype {
+                Dtype::U16 => {
+                    for &id in &ids {
+                        let narrow = u16::try_from(id).map_err(|_| Error::IdOutOfRange {
+                            id,
+                            dtype: dtype.name(),
+                        })?;
+                        bytes.extend_from_slice(&narrow.to_le_bytes());
+                    }
+                }
+                Dtype::U32 => ids
+                    .iter()
+                    .for_each(|id| bytes.extend_from_slice(&id.to_le_bytes())),
+            }
+            out.write_all(&bytes).map_err(write_err)?;
+            tokens += ids.len() as u64;
+            done += chunk.bytes.len() as u64;
+        }
+        progress.report(Phase::Encode, done, total)?;
+    }
+    let mut file = out.into_inner().map_err(|e| write_err(e.into_error()))?;
+    file.seek(SeekFrom::Start(0)).map_err(write_err)?;
+    file.write_all(&npy_header(dtype, tokens))
+        .map_err(write_err)?;
+    file.sync_all().map_err(write_err)?;
+    drop(file);
+    fs::rename(&tmp_path, output).map_err(write_err)?;
+    std::mem::forget(tmp);
+    Ok(tokens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_has_fixed_length_and_numpy_layout() {
+        let h = npy_header(Dtype::U16, 12345);
+        assert_eq!(h.len(), HEADER_LEN);
+        assert!(h.starts_with(b"\x93NUMPY\x01\x00\x76\x00{'descr': '<u2', 'fortran_order': False, 'shape': (12345,), }"));
+        assert_eq!(npy_header(Dtype::U32, u64::MAX).len(), HEADER_LEN);
+    }
+}
