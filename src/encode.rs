@@ -114,7 +114,7 @@ impl Encoder {
         for (bytes, &id) in &ids {
             tokens[id as usize] = Some(bytes.clone());
         }
-        let pairs = pair_table(&ids, merges)?;
+        let pairs = pair_table(&ids, merges, &specials)?;
         let mut byte_pairs = vec![NO_MERGE; 1 << 16];
         for (i, slot) in byte_pairs.iter_mut().enumerate() {
             let (a, b) = (byte_ids[i >> 8], byte_ids[i & 0xFF]);
@@ -314,9 +314,17 @@ struct Scratch {
     cached_ids: Vec<u32>,
 }
 
-/// Every way to write each merged token as two tokens, with the token's merge rank (see module docs).
-fn pair_table(ids: &FastMap<Box<[u8]>, u32>, merges: &[(Vec<u8>, Vec<u8>)]) -> Result<PairTable> {
-    let mut pairs = PairTable::default();
+/// Every way to write each multi-byte token as two tokens, with the token's rank (see module docs).
+///
+/// A token made by merge `i` has rank `i`. A token that no merge makes (a vocabulary may hold some)
+/// ranks after all merges, in id order: tiktoken merges toward every token of its rank table, so these
+/// must be reachable too, and that order is tiktoken's whenever ids follow merge order. Special tokens
+/// are matched before pre-tokenization and never merged.
+fn pair_table(
+    ids: &FastMap<Box<[u8]>, u32>,
+    merges: &[(Vec<u8>, Vec<u8>)],
+    specials: &SpecialTokens,
+) -> Result<PairTable> {
     let lookup = |bytes: &[u8], what: &str, rank: usize| -> Result<u32> {
         ids.get(bytes).copied().ok_or_else(|| {
             Error::InvalidVocab(format!(
@@ -325,16 +333,47 @@ fn pair_table(ids: &FastMap<Box<[u8]>, u32>, merges: &[(Vec<u8>, Vec<u8>)]) -> R
             ))
         })
     };
+    let mut rank_of: FastMap<u32, u32> = FastMap::default();
     for (rank, (left, right)) in merges.iter().enumerate() {
         lookup(left, "left", rank)?;
         lookup(right, "right", rank)?;
-        let mut token = left.clone();
-        token.extend_from_slice(right);
-        let merged = lookup(&token, "result", rank)?;
+        let token = [left.as_slice(), right.as_slice()].concat();
+        // A token made by two merges keeps its first (lowest) rank.
+        rank_of
+            .entry(lookup(&token, "result", rank)?)
+            .or_insert(rank as u32);
+    }
+    let mut unmerged: Vec<(u32, &[u8])> = ids
+        .iter()
+        .filter(|(t, id)| {
+            t.len() > 1
+                && !rank_of.contains_key(id)
+                && !specials.tokens().iter().any(|s| s.as_bytes() == &t[..])
+        })
+        .map(|(t, &id)| (id, &t[..]))
+        .collect();
+    unmerged.sort_unstable();
+    let mut ranked: Vec<(u32, u32, &[u8])> = Vec::with_capacity(rank_of.len() + unmerged.len());
+    for (t, &id) in ids {
+        if let Some(&rank) = rank_of.get(&id) {
+            ranked.push((rank, id, &t[..]));
+        }
+    }
+    let base = merges.len() as u32;
+    ranked.extend(
+        unmerged
+            .iter()
+            .enumerate()
+            .map(|(k, &(id, t))| (base + k as u32, id, t)),
+    );
+    let mut pairs = PairTable::default();
+    for (rank, merged, token) in ranked {
         for k in 1..token.len() {
             if let (Some(&a), Some(&b)) = (ids.get(&token[..k]), ids.get(&token[k..])) {
-                // A token made by two merges keeps its first (lowest) rank.
-                pairs.entry(pair_key(a, b)).or_insert((rank as u32, merged));
+                let slot = pairs.entry(pair_key(a, b)).or_insert((rank, merged));
+                if rank < slot.0 {
+                    *slot = (rank, merged);
+                }
             }
         }
     }
@@ -396,11 +435,12 @@ mod tests {
     }
 
     #[test]
-    fn whole_tokens_win_over_merges() {
-        // "abc" is a token no merge builds: tiktoken returns it whole; merging would give "ab" "c".
+    fn tokens_no_merge_builds_are_reached_like_tiktoken() {
+        // "abc" is a token no merge builds: whole, it is one id; inside a longer piece tiktoken merges
+        // "ab" + "c" into it, ranking it after the merges.
         let e = encoder(&[b"ab", b"abc"], &[(b"a", b"b")], &[]);
         assert_eq!(encode(&e, "abc"), [257]);
-        assert_eq!(encode(&e, "abcabc"), [256, b'c' as u32, 256, b'c' as u32]);
+        assert_eq!(encode(&e, "abcabc"), [257, 257]);
     }
 
     #[test]

@@ -1,0 +1,293 @@
+"""Tokenizer: ids identical to tiktoken's, streaming equal to whole-text encoding, decoding, whole
+files to .npy, thread safety, pickling, and what each bad input gets."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import bytepair
+from bytepair import Tokenizer, load_bpe
+from conftest import CS336, SHARED, shared_file
+
+EOT = "<|endoftext|>"
+
+
+@pytest.fixture(scope="module")
+def gpt2() -> Tokenizer:
+    if not CS336.is_dir():
+        pytest.skip("GPT-2 fixture files are not available")
+    return Tokenizer.from_files(CS336 / "gpt2_vocab.json", CS336 / "gpt2_merges.txt", [EOT])
+
+
+@pytest.fixture(scope="module")
+def tiktoken_gpt2(gpt2: Tokenizer):
+    tiktoken = pytest.importorskip("tiktoken")
+    ranks = {token: i for i, token in gpt2.vocab.items() if token != EOT.encode()}
+    return tiktoken.Encoding(
+        "gpt2-test", pat_str=bytepair.GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={EOT: 50256}
+    )
+
+
+ALPHABET = "aAbz ETé日本語中文한국어ب١२3 9\n\t\r  '!?.,-_()🙂👍🏽\u0301\u200d\x00"
+texts = st.one_of(
+    st.text(alphabet=ALPHABET, max_size=200),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=100),
+    st.lists(
+        st.sampled_from(["the", " the", " cat", "'s", "<|endoftext|>", "  ", "\n\n", "1234", "日本"])
+    ).map("".join),
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(texts)
+def test_identical_to_tiktoken(gpt2: Tokenizer, tiktoken_gpt2, text: str) -> None:
+    assert gpt2.encode(text) == tiktoken_gpt2.encode(text, allowed_special="all")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tinystories_sample.txt",
+        "address.txt",
+        "german.txt",
+        "corpus.en",
+        "prose_en.txt.xz",
+        "multilingual.txt.xz",
+    ],
+)
+def test_identical_to_tiktoken_on_real_text(gpt2: Tokenizer, tiktoken_gpt2, name: str) -> None:
+    if name.endswith(".xz"):
+        import lzma
+
+        with lzma.open(shared_file("corpora", name), "rt", encoding="utf-8") as f:
+            text = f.read(3_000_000)
+    else:
+        text = shared_file("fixtures", "cs336", name).read_text(encoding="utf-8")
+    ids = gpt2.encode(text)
+    assert ids == tiktoken_gpt2.encode(text, allowed_special="all")
+    assert gpt2.decode(ids) == text
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=texts, cuts=st.lists(st.integers(0, 300), max_size=8))
+def test_encode_iterable_equals_encode_for_any_split(gpt2: Tokenizer, text: str, cuts: list[int]) -> None:
+    bounds = sorted({min(c, len(text)) for c in cuts} | {0, len(text)})
+    parts = [text[a:b] for a, b in zip(bounds, bounds[1:])]
+    assert list(gpt2.encode_iterable(parts)) == gpt2.encode(text)
+
+
+def test_encode_iterable_cuts_inside_special_tokens_and_words(gpt2: Tokenizer) -> None:
+    text = ("hello world<|endoftext|>  spaced   out\n\n" * 5000) + "tail"
+    pieces = [text[i : i + 7] for i in range(0, len(text), 7)]
+    assert list(gpt2.encode_iterable(pieces)) == gpt2.encode(text)
+    assert list(gpt2.encode_iterable(iter(text))) == gpt2.encode(text)
+    assert list(gpt2.encode_iterable([])) == []
+
+
+def test_encode_iterable_is_lazy(gpt2: Tokenizer) -> None:
+    def lines():
+        yield "first line here\n" * 10000
+        raise RuntimeError("read too far")
+
+    ids = gpt2.encode_iterable(lines())
+    assert next(ids) == gpt2.encode("first")[0]
+
+
+def test_encode_iterable_on_a_file(gpt2: Tokenizer, tmp_path: Path) -> None:
+    path = shared_file("fixtures", "cs336", "tinystories_sample.txt")
+    with open(path, encoding="utf-8") as f:
+        assert list(gpt2.encode_iterable(f)) == gpt2.encode(path.read_text(encoding="utf-8"))
+
+
+@settings(max_examples=500, deadline=None)
+@given(texts)
+def test_decode_inverts_encode(gpt2: Tokenizer, text: str) -> None:
+    assert gpt2.decode(gpt2.encode(text)) == text
+
+
+def test_decode_replaces_malformed_utf8_and_rejects_unknown_ids(gpt2: Tokenizer) -> None:
+    ids = gpt2.encode("日")  # three bytes, several ids
+    assert gpt2.decode(ids[:-1]).endswith("\ufffd")
+    with pytest.raises(ValueError, match="id 50257 is not in the vocabulary"):
+        gpt2.decode([1, 50257])
+    with pytest.raises(ValueError, match="negative"):
+        gpt2.decode([-1])
+    with pytest.raises(TypeError):
+        gpt2.decode(["a"])  # type: ignore[list-item]
+
+
+def byte_vocab() -> dict[int, bytes]:
+    return {i: bytes([i]) for i in range(256)}
+
+
+def test_special_tokens_are_appended_and_longest_wins() -> None:
+    tok = Tokenizer(byte_vocab(), [], ["<s>", "<s><s>", "<s>"])
+    assert tok.special_tokens == ["<s>", "<s><s>"]
+    assert tok.vocab[256] == b"<s>" and tok.vocab[257] == b"<s><s>" and tok.vocab_size == 258
+    assert tok.encode("a<s><s><s>b") == [97, 257, 256, 98]
+    assert tok.decode([257]) == "<s><s>"
+
+
+def test_without_special_tokens_they_are_plain_text(gpt2: Tokenizer) -> None:
+    plain = Tokenizer(gpt2.vocab, gpt2.merges)
+    assert EOT.encode() in plain.vocab.values()
+    assert 50256 not in plain.encode(EOT)
+    assert gpt2.encode(EOT) == [50256]
+
+
+def test_whole_token_lookup_matches_tiktoken_for_unreachable_tokens() -> None:
+    tiktoken = pytest.importorskip("tiktoken")
+    vocab = byte_vocab() | {256: b"ab", 257: b"abc"}  # "abc" is not built by any merge
+    tok = Tokenizer(vocab, [(b"a", b"b")])
+    enc = tiktoken.Encoding(
+        "t",
+        pat_str=bytepair.GPT2_PATTERN,
+        mergeable_ranks={b: i for i, b in vocab.items()},
+        special_tokens={},
+    )
+    for text in ["abc", "abcabc", "xabc abc", "ab"]:
+        assert tok.encode(text) == enc.encode(text), text
+
+
+def test_encode_file_equals_encode(gpt2: Tokenizer, tmp_path: Path) -> None:
+    text = (CS336 / "corpus.en").read_text(encoding="utf-8") * 3
+    src = tmp_path / "in.txt"
+    src.write_text(text, encoding="utf-8")
+    expected = gpt2.encode(text)
+    for threads in (1, 2, 8):
+        out = tmp_path / f"out{threads}.npy"
+        assert gpt2.encode_file(src, out, num_threads=threads) == len(expected)
+        array = np.load(out)
+        assert array.dtype == np.uint16 and array.tolist() == expected
+    wide = tmp_path / "wide.npy"
+    gpt2.encode_file(src, wide, dtype=np.uint32)
+    assert np.load(wide).dtype == np.uint32 and np.load(wide).tolist() == expected
+
+
+def test_encode_file_small_chunks_give_the_same_array(gpt2: Tokenizer, tmp_path: Path) -> None:
+    text = "It's a test<|endoftext|> of   chunks\n\n and  cuts 日本語 " * 200
+    src = tmp_path / "in.txt"
+    src.write_text(text, encoding="utf-8")
+    out = tmp_path / "out.npy"
+    for chunk in (1, 13, 100):
+        gpt2._encoder.encode_file(str(src), str(out), 16, 2, chunk, None)
+        assert np.load(out).tolist() == gpt2.encode(text)
+
+
+def test_encode_file_picks_uint32_for_large_vocabularies(tmp_path: Path) -> None:
+    tok = Tokenizer(byte_vocab() | {70000: b"zz"}, [(b"z", b"z")])
+    src = tmp_path / "in.txt"
+    src.write_text("zz a zz")
+    out = tmp_path / "out.npy"
+    assert tok.encode_file(src, out) == 5
+    assert np.load(out).dtype == np.uint32 and np.load(out).tolist() == [70000, 32, 97, 32, 70000]
+    with pytest.raises(ValueError, match="id 70000 does not fit in uint16"):
+        tok.encode_file(src, tmp_path / "narrow.npy", dtype=np.uint16)
+    assert not (tmp_path / "narrow.npy").exists()
+
+
+def test_encode_file_errors_leave_nothing_behind(gpt2: Tokenizer, tmp_path: Path) -> None:
+    out = tmp_path / "out.npy"
+    with pytest.raises(FileNotFoundError):
+        gpt2.encode_file(tmp_path / "missing.txt", out)
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine text " * 1000 + b"\xff")
+    with pytest.raises(ValueError, match="invalid UTF-8 at byte offset 10000"):
+        gpt2.encode_file(bad, out)
+    with pytest.raises(FileNotFoundError):
+        gpt2.encode_file(bad, tmp_path / "no" / "such" / "dir.npy")
+    with pytest.raises(ValueError, match="dtype"):
+        gpt2.encode_file(bad, out, dtype=np.int64)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]
+
+
+def test_threads_share_one_tokenizer(gpt2: Tokenizer) -> None:
+    docs = [f"document {i}: " + "the quick brown fox " * (i % 50) for i in range(400)]
+    expected = [gpt2.encode(d) for d in docs]
+    results: dict[int, list[list[int]]] = {}
+
+    def work(k: int) -> None:
+        results[k] = [gpt2.encode(d) for d in docs]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r == expected for r in results.values()) and len(results) == 8
+    assert gpt2.encode_batch(docs, num_threads=3) == expected
+
+
+def test_pickles(gpt2: Tokenizer) -> None:
+    clone = pickle.loads(pickle.dumps(gpt2))
+    assert clone.encode("pickled <|endoftext|> text") == gpt2.encode("pickled <|endoftext|> text")
+    assert clone.special_tokens == [EOT]
+
+
+def test_long_runs_encode_like_tiktoken(gpt2: Tokenizer, tiktoken_gpt2) -> None:
+    for text in ["a" * 5000, " " * 5000, "7" * 5000, "🙂" * 2000, "ab" * 3000]:
+        assert gpt2.encode(text) == tiktoken_gpt2.encode(text), text[:3]
+
+
+# Bad input
+
+
+def test_from_files_errors_name_the_file(tmp_path: Path) -> None:
+    v, m = tmp_path / "vocab.json", tmp_path / "merges.txt"
+    with pytest.raises(FileNotFoundError):
+        Tokenizer.from_files(v, m)
+    v.write_text('{"a": 0, "b": 1}', encoding="utf-8")
+    m.write_text("a b c\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="merges.txt:1"):
+        Tokenizer.from_files(v, m)
+
+
+@pytest.mark.parametrize(
+    ("vocab", "merges", "message"),
+    [
+        (byte_vocab() | {256: b"a"}, [], "both"),
+        (byte_vocab(), [(b"a", b"b")], "merge 0 \\(result\\)"),
+        (byte_vocab() | {256: b"ab"}, [(b"a", b"xyz")], "merge 0 \\(right\\)"),
+        ({0: b"a"}, [], "byte 0x00 has no id"),
+    ],
+)
+def test_bad_vocabularies(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Tokenizer(vocab, merges)
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (({0: "a"}, []), TypeError),
+        ((byte_vocab(), [(b"a",)]), TypeError),
+        ((byte_vocab(), [], "<s>"), TypeError),
+        ((byte_vocab(), [], [""]), ValueError),
+        (({-1: b"a"}, []), ValueError),
+    ],
+)
+def test_bad_constructor_arguments(args: tuple, error: type) -> None:
+    with pytest.raises(error):
+        Tokenizer(*args)
+
+
+def test_bad_items_to_encode(gpt2: Tokenizer) -> None:
+    with pytest.raises(TypeError):
+        gpt2.encode(b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="str items"):
+        list(gpt2.encode_iterable(["ok", 3]))  # type: ignore[list-item]
+    with pytest.raises(UnicodeEncodeError):
+        gpt2.encode("lone \ud800 surrogate")
+
+
+def test_shared_dir_is_used() -> None:
+    assert SHARED.name == "shared"
+    vocab, merges = load_bpe(shared_file("fixtures", "cs336", "gpt2_vocab.json"), CS336 / "gpt2_merges.txt")
+    assert len(vocab) == 50257
