@@ -25,6 +25,7 @@ use crate::chunks::{last_safe_cut, lookahead};
 use crate::error::{Error, Result};
 use crate::pretokenize::pretokenize;
 use crate::special::{Segment, SpecialTokens};
+use crate::token_table::TokenTable;
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -51,7 +52,7 @@ fn pair_key(left: u32, right: u32) -> u64 {
 #[derive(Debug)]
 pub struct Encoder {
     /// Token bytes to id, for whole pre-tokens.
-    ids: FastMap<Box<[u8]>, u32>,
+    table: TokenTable,
     /// Id to token bytes (None where the vocabulary has a gap).
     tokens: Vec<Option<Box<[u8]>>>,
     byte_ids: [u32; 256],
@@ -120,8 +121,9 @@ impl Encoder {
             let (a, b) = (byte_ids[i >> 8], byte_ids[i & 0xFF]);
             *slot = pairs.get(&pair_key(a, b)).copied().unwrap_or(NO_MERGE);
         }
+        let table = TokenTable::new(ids.iter().map(|(t, &id)| (&t[..], id)));
         Ok(Encoder {
-            ids,
+            table,
             tokens,
             byte_ids,
             pairs,
@@ -177,7 +179,7 @@ impl Encoder {
     /// Appends the ids of one pre-token: a whole token, a cached piece, or merged (and cached).
     #[inline]
     fn encode_piece(&self, piece: &[u8], out: &mut Vec<u32>, scratch: &mut Scratch) {
-        if let Some(&id) = self.ids.get(piece) {
+        if let Some(id) = self.table.get(piece) {
             out.push(id);
             return;
         }

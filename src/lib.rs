@@ -7,7 +7,8 @@
 //! - [`chunks`]: reading a file in pieces cut where cutting cannot change the result.
 //! - [`count`]: counting pre-tokens over those pieces on all cores.
 //! - [`train`] and [`queue`]: choosing merges incrementally, ties to the greatest pair of byte strings.
-//! - [`encode`]: text to ids and back, identical to tiktoken for the same ranks.
+//! - [`encode`]: text to ids and back, identical to tiktoken for the same ranks; [`token_table`] is
+//!   its vocabulary lookup.
 //! - [`encode_file`]: whole files to `.npy` arrays of ids, on all cores, in bounded memory.
 //! - `py` (feature `python`): the PyO3 binding; nothing else knows about Python.
 //!
@@ -32,6 +33,7 @@ pub mod pretokenize;
 pub mod progress;
 pub mod queue;
 pub mod special;
+pub mod token_table;
 pub mod train;
 mod unicode_tables;
 

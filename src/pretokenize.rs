@@ -99,17 +99,40 @@ fn class_at(bytes: &[u8], pos: usize) -> (Class, usize) {
     (class, len)
 }
 
+/// The class of each byte as a `u8`: the ASCII class for bytes below 0x80, and `NOT_ASCII` (equal to no
+/// class) for the others, so that a run of ASCII characters of one class is found by one lookup and one
+/// comparison per byte.
+static BYTE_CLASS: [u8; 256] = {
+    let mut t = [NOT_ASCII; 256];
+    let mut b = 0;
+    while b < 128 {
+        t[b] = ASCII[b] as u8;
+        b += 1;
+    }
+    t
+};
+
+const NOT_ASCII: u8 = 0xFF;
+
 /// The end of the run of characters of class `class` that starts at `pos`.
 #[inline(always)]
 fn run_end(bytes: &[u8], mut pos: usize, class: Class) -> usize {
-    while pos < bytes.len() {
+    loop {
+        // ASCII characters of the class; stops at the first other byte, ASCII or not. This loop is
+        // most of the scanner's time on ASCII text: ~10 -> ~5 instructions per byte (callgrind).
+        pos += bytes[pos..]
+            .iter()
+            .position(|&b| BYTE_CLASS[b as usize] != class as u8)
+            .unwrap_or(bytes.len() - pos);
+        if pos >= bytes.len() || bytes[pos] < 0x80 {
+            return pos;
+        }
         let (c, len) = class_at(bytes, pos);
         if c != class {
-            break;
+            return pos;
         }
         pos += len;
     }
-    pos
 }
 
 /// The length of the piece that starts at `pos` (a piece boundary before the end of `bytes`).
