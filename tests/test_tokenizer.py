@@ -291,3 +291,12 @@ def test_shared_dir_is_used() -> None:
     assert SHARED.name == "shared"
     vocab, merges = load_bpe(shared_file("fixtures", "cs336", "gpt2_vocab.json"), CS336 / "gpt2_merges.txt")
     assert len(vocab) == 50257
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="aeitnrs", min_size=128, max_size=3000), st.sampled_from(["", " ", "1", "日本"]))
+def test_long_pieces_take_the_bucket_path_and_still_match_tiktoken(
+    gpt2: Tokenizer, tiktoken_gpt2, word: str, prefix: str
+) -> None:
+    text = prefix + word
+    assert gpt2.encode(text) == tiktoken_gpt2.encode(text)
