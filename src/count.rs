@@ -6,7 +6,6 @@
 //! memory is the chunks in flight (one per worker plus the reader's) and the maps, which grow with the
 //! number of distinct pre-tokens, not with the size of the file.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,25 +13,25 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
+use crate::bytes_map::BytesMap;
 use crate::chunks::{Chunk, ChunkReader};
 use crate::error::{Error, Result};
 use crate::pretokenize::pretokenize;
 use crate::progress::{Phase, Progress};
 use crate::special::{Segment, SpecialTokens};
 
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
 /// How often each distinct pre-token occurs.
 ///
 /// Pieces of one and two bytes are most of the pieces (64% on C code, 41% on English prose), and they
 /// are counted in arrays indexed by their bytes: no hashing and no probing, in 512 KB that stay in cache.
-/// Longer pieces go to a hash map. On 100 MB of C this took counting from about 100 to ... MB/s on one
-/// core (best of 5, `examples/` timing).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// On 100 MB of C this took counting from about 103 to 133-142 MB/s on one core (best of 5,
+/// `examples/count_speed.rs`). Longer pieces go to a [`BytesMap`], whose inline keys spare the
+/// pointer chase and `memcmp` of boxed keys.
+#[derive(Clone, Debug)]
 pub struct PreTokenCounts {
     /// `short[b]` counts the piece `[b]`; `short[256 + (b0 << 8 | b1)]` the piece `[b0, b1]`.
     short: Vec<u64>,
-    long: FastMap<Box<[u8]>, u64>,
+    long: BytesMap<u64>,
 }
 
 const SHORT_SLOTS: usize = 256 + 65536;
@@ -41,8 +40,17 @@ impl Default for PreTokenCounts {
     fn default() -> Self {
         PreTokenCounts {
             short: vec![0; SHORT_SLOTS],
-            long: FastMap::default(),
+            long: BytesMap::default(),
         }
+    }
+}
+
+impl PartialEq for PreTokenCounts {
+    fn eq(&self, other: &Self) -> bool {
+        let mut same = self.short == other.short && self.long.len() == other.long.len();
+        self.long
+            .for_each(|piece, n| same &= other.long.get(piece) == Some(n));
+        same
     }
 }
 
@@ -60,12 +68,9 @@ impl PreTokenCounts {
     /// Adds `n` occurrences of `piece`.
     #[inline]
     pub fn add(&mut self, piece: &[u8], n: u64) {
-        if let Some(slot) = short_slot(piece) {
-            self.short[slot] += n;
-        } else if let Some(count) = self.long.get_mut(piece) {
-            *count += n;
-        } else {
-            self.long.insert(piece.into(), n);
+        match short_slot(piece) {
+            Some(slot) => self.short[slot] += n,
+            None => *self.long.entry(piece) += n,
         }
     }
 
@@ -73,7 +78,7 @@ impl PreTokenCounts {
     pub fn get(&self, piece: &[u8]) -> u64 {
         match short_slot(piece) {
             Some(slot) => self.short[slot],
-            None => self.long.get(piece).copied().unwrap_or(0),
+            None => self.long.get(piece).unwrap_or(0),
         }
     }
 
@@ -96,9 +101,7 @@ impl PreTokenCounts {
                 }
             }
         }
-        for (piece, &count) in &self.long {
-            f(piece, count);
-        }
+        self.long.for_each(f);
     }
 
     /// Adds all of `other` to `self`.
@@ -109,9 +112,7 @@ impl PreTokenCounts {
         for (a, b) in self.short.iter_mut().zip(&other.short) {
             *a += b;
         }
-        for (k, v) in other.long {
-            *self.long.entry(k).or_insert(0) += v;
-        }
+        other.long.for_each(|piece, n| *self.long.entry(piece) += n);
         self
     }
 }

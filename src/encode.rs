@@ -21,11 +21,11 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
+use crate::bytes_map::BytesMap;
 use crate::chunks::{last_safe_cut, lookahead};
 use crate::error::{Error, Result};
 use crate::pretokenize::pretokenize;
 use crate::special::{Segment, SpecialTokens};
-use crate::token_table::TokenTable;
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -52,7 +52,7 @@ fn pair_key(left: u32, right: u32) -> u64 {
 #[derive(Debug)]
 pub struct Encoder {
     /// Token bytes to id, for whole pre-tokens.
-    table: TokenTable,
+    table: BytesMap<u32>,
     /// Id to token bytes (None where the vocabulary has a gap).
     tokens: Vec<Option<Box<[u8]>>>,
     byte_ids: [u32; 256],
@@ -121,7 +121,10 @@ impl Encoder {
             let (a, b) = (byte_ids[i >> 8], byte_ids[i & 0xFF]);
             *slot = pairs.get(&pair_key(a, b)).copied().unwrap_or(NO_MERGE);
         }
-        let table = TokenTable::new(ids.iter().map(|(t, &id)| (&t[..], id)));
+        let mut table = BytesMap::with_capacity(ids.len());
+        for (token, &id) in &ids {
+            *table.entry(token) = id;
+        }
         Ok(Encoder {
             table,
             tokens,
@@ -183,7 +186,7 @@ impl Encoder {
             out.push(id);
             return;
         }
-        if let Some(&(start, len)) = scratch.cache.get(piece) {
+        if let Some((start, len)) = scratch.cache.get(piece) {
             out.extend_from_slice(&scratch.cached_ids[start as usize..(start + len) as usize]);
             return;
         }
@@ -199,9 +202,7 @@ impl Encoder {
         }
         let start = scratch.cached_ids.len() as u32;
         scratch.cached_ids.extend_from_slice(&out[before..]);
-        scratch
-            .cache
-            .insert(piece.into(), (start, (out.len() - before) as u32));
+        *scratch.cache.entry(piece) = (start, (out.len() - before) as u32);
     }
 
     #[inline]
@@ -353,7 +354,7 @@ impl Encoder {
 struct Scratch {
     symbols: Vec<u32>,
     ranks: Vec<(u32, u32)>,
-    cache: FastMap<Box<[u8]>, (u32, u32)>,
+    cache: BytesMap<(u32, u32)>,
     cached_ids: Vec<u32>,
 }
 

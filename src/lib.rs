@@ -7,8 +7,8 @@
 //! - [`chunks`]: reading a file in pieces cut where cutting cannot change the result.
 //! - [`count`]: counting pre-tokens over those pieces on all cores.
 //! - [`train`] and [`queue`]: choosing merges incrementally, ties to the greatest pair of byte strings.
-//! - [`encode`]: text to ids and back, identical to tiktoken for the same ranks; [`token_table`] is
-//!   its vocabulary lookup.
+//! - [`encode`]: text to ids and back, identical to tiktoken for the same ranks.
+//! - [`bytes_map`]: the byte-string map behind counting and encoding's lookups.
 //! - [`encode_file`]: whole files to `.npy` arrays of ids, on all cores, in bounded memory.
 //! - `py` (feature `python`): the PyO3 binding; nothing else knows about Python.
 //!
@@ -24,6 +24,7 @@
 //! assert_eq!(trained.vocab[258], b"<|endoftext|>");
 //! ```
 
+pub mod bytes_map;
 pub mod chunks;
 pub mod count;
 pub mod encode;
@@ -33,7 +34,6 @@ pub mod pretokenize;
 pub mod progress;
 pub mod queue;
 pub mod special;
-pub mod token_table;
 pub mod train;
 mod unicode_tables;
 
