@@ -1,0 +1,353 @@
+"""Encoding throughput of bytepair against gigatoken, tiktoken and HF tokenizers, in one run.
+
+Every tool gets the same GPT-2 vocabulary (``vocab.json`` + ``merges.txt`` from the shared fixtures; for
+gigatoken they are written out as a ``.tiktoken`` rank file) and the same text. Before timing, each peer's
+ids are checked against bytepair's, document by document, on a 1 MB sample of each corpus.
+
+Every measurement runs in a fresh subprocess (this script with ``--child``), so no tool inherits another's
+warm caches, thread pools or heap, and the parent can read that process's own peak RSS (``ru_maxrss`` from
+``os.wait4``). Each of the ``--repeat`` runs is such a process and the best is reported: repeating a call in
+one process would time warm caches instead (gigatoken re-encodes the same 20 MB about 3x faster the second
+time). Building the tokenizer is never timed.
+
+Sections (MB = 1e6 bytes of UTF-8 input):
+
+- ``single``: ``encode(str)`` on the first 20 MB of each corpus (cut at a character boundary), the text
+  already in memory; only the encode call is timed. The child is pinned to CPU 0 (``taskset -c 0``, else
+  ``sched_setaffinity``) so that a tool's internal thread pool cannot use a second core and the scheduler
+  cannot migrate it.
+- ``files``: a whole file on all cores: bytepair ``encode_file`` (to a ``.npy``), gigatoken ``encode_files``
+  (ids in memory), and for tiktoken ``encode_ordinary_batch`` / HF ``encode_batch`` the timed work also
+  includes reading the file, splitting it into documents at
+  ``<|endoftext|>`` and packing the ids of each 64 MB batch into a uint16 array (so memory stays bounded).
+  The file is read once beforehand so that all tools start from the page cache.
+- ``iterable``: bytepair ``encode_iterable`` over the file opened as text (iterated by lines), unpinned;
+  the RSS column holds the growth of the child's ``ru_maxrss`` during the call (its high-water mark is first
+  reset through ``/proc/self/clear_refs``, else the peak of building the tokenizer would hide the call's).
+
+Example: ``python benchmarks/encode.py --markdown encode.md``
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import importlib.metadata
+import importlib.util
+import itertools
+import json
+import lzma
+import os
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Callable
+
+TOOLS = ("bytepair", "gigatoken", "tiktoken", "tokenizers")
+SECTIONS = {"single": "1 core", "files": "all cores", "iterable": "streaming"}
+CORPORA = {
+    "single": ("prose_en", "multilingual", "code_c"),
+    "files": ("prose_en", "code_c"),
+    "iterable": ("prose_en",),
+}
+EOT = "<|endoftext|>"
+SAMPLE_BYTES = 20_000_000
+VERIFY_BYTES = 1_000_000
+BATCH_CHARS = 64_000_000
+
+ENCODE_ONE: dict[str, Callable[[Any, str], Sequence[int]]] = {
+    "bytepair": lambda tok, text: tok.encode(text),
+    "gigatoken": lambda tok, text: tok.encode(text),
+    "tiktoken": lambda tok, text: tok.encode(text, allowed_special="all"),
+    "tokenizers": lambda tok, text: tok.encode(text).ids,
+}
+
+
+def fixture_paths(shared: Path) -> tuple[Path, Path]:
+    return shared / "fixtures/cs336/gpt2_vocab.json", shared / "fixtures/cs336/gpt2_merges.txt"
+
+
+def write_rank_file(shared: Path, path: Path) -> None:
+    """tiktoken's rank format, which gigatoken loads: ``base64(token_bytes) rank`` per non-special token."""
+    import bytepair
+
+    vocab, _ = bytepair.load_bpe(*fixture_paths(shared))
+    lines = (f"{base64.b64encode(b).decode()} {i}\n" for i, b in sorted(vocab.items()) if b != EOT.encode())
+    path.write_text("".join(lines))
+
+
+def load(tool: str, shared: Path, work: Path) -> Any:
+    """``tool``'s GPT-2 tokenizer with ``<|endoftext|>`` as its special token."""
+    import bytepair
+
+    vocab_path, merges_path = fixture_paths(shared)
+    vocab, merges = bytepair.load_bpe(vocab_path, merges_path)
+    eot_id = next(i for i, b in vocab.items() if b == EOT.encode())
+    if tool == "bytepair":
+        return bytepair.Tokenizer(vocab, merges, special_tokens=[EOT])
+    if tool == "gigatoken":
+        from gigatoken.gigatoken_rs import BPETokenizer
+
+        return BPETokenizer.from_tiktoken(str(work / "gpt2.tiktoken"), "gpt2", {EOT: eot_id})
+    if tool == "tiktoken":
+        import tiktoken
+
+        ranks = {b: i for i, b in vocab.items() if i != eot_id}
+        return tiktoken.Encoding(
+            name="gpt2-bench",
+            pat_str=bytepair.GPT2_PATTERN,
+            mergeable_ranks=ranks,
+            special_tokens={EOT: eot_id},
+        )
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    hf = Tokenizer(models.BPE.from_file(str(vocab_path), str(merges_path)))
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    hf.add_special_tokens([EOT])
+    return hf
+
+
+def read_prefix(path: Path, size: int) -> str:
+    """The first ``size`` bytes of ``path`` or fewer, cut back to a UTF-8 character boundary."""
+    with open(path, "rb") as f:
+        data = f.read(size + 1)
+    end = min(size, len(data))
+    while end < len(data) and data[end] & 0xC0 == 0x80:
+        end -= 1
+    return data[:end].decode("utf-8")
+
+
+def batches(docs: list[str]) -> Iterator[list[str]]:
+    batch: list[str] = []
+    size = 0
+    for doc in docs:
+        batch.append(doc)
+        size += len(doc)
+        if size >= BATCH_CHARS:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def encode_whole_file(tool: str, tok: Any, path: Path, work: Path) -> int:
+    """Encodes ``path`` with ``tool``'s whole-file API on all cores; returns the number of tokens."""
+    if tool == "bytepair":
+        return tok.encode_file(path, work / "ids.npy")
+    if tool == "gigatoken":
+        return len(tok.encode_files(str(path))[0])  # one document: the whole file, special tokens included
+    import numpy as np
+
+    docs = path.read_text(encoding="utf-8").split(EOT)
+    arrays = []
+    for batch in batches(docs):
+        if tool == "tiktoken":
+            ids = tok.encode_ordinary_batch(batch, num_threads=os.cpu_count())
+        else:
+            ids = [e.ids for e in tok.encode_batch(batch)]
+        arrays.append(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.uint16))
+    return sum(len(a) for a in arrays)
+
+
+def max_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
+
+
+def child(spec: dict[str, Any]) -> dict[str, Any]:
+    """One measurement, in its own process; returns seconds and input bytes (and what else it knows)."""
+    shared, work = Path(spec["shared"]), Path(spec["work"])
+    if spec["section"] == "verify":
+        write_rank_file(shared, work / "gpt2.tiktoken")
+        return {"lines": verify(spec["tools"], spec["corpora"], shared, work)}
+    if spec["pin"] and os.sched_getaffinity(0) != {0}:
+        os.sched_setaffinity(0, {0})
+    tool, path = spec["tool"], Path(spec["path"])
+    tok = load(tool, shared, work)
+    if spec["section"] == "single":
+        text, encode = read_prefix(path, SAMPLE_BYTES), ENCODE_ONE[tool]
+        start = time.perf_counter()
+        encode(tok, text)
+        return {"seconds": time.perf_counter() - start, "bytes": len(text.encode("utf-8"))}
+    if spec["section"] == "files":
+        start = time.perf_counter()
+        tokens = encode_whole_file(tool, tok, path, work)
+        return {"seconds": time.perf_counter() - start, "bytes": path.stat().st_size, "tokens": tokens}
+    try:  # reset the high-water mark, so that ru_maxrss no longer holds the peak of building the tokenizer
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    before = max_rss_mb()
+    start = time.perf_counter()
+    with open(path, encoding="utf-8") as f:
+        deque(tok.encode_iterable(f), maxlen=0)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "bytes": path.stat().st_size, "rss_growth_mb": max_rss_mb() - before}
+
+
+def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Runs ``child(spec)`` in a fresh interpreter; adds its peak RSS, or returns an ``error``."""
+    out = Path(spec["work"]) / "result.json"
+    out.unlink(missing_ok=True)
+    cmd = [sys.executable, __file__, "--child", json.dumps({**spec, "out": str(out)})]
+    taskset = shutil.which("taskset")
+    if spec.get("pin") and taskset:
+        cmd = [taskset, "-c", "0", *cmd]
+    start = time.monotonic()
+    # fork and exec, not subprocess: its vfork would pass this process's peak RSS on to the child's ru_maxrss.
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.execv(cmd[0], cmd)
+        finally:
+            os._exit(127)
+    timer = threading.Timer(timeout, os.kill, (pid, signal.SIGKILL))
+    timer.start()
+    _, status, usage = os.wait4(pid, 0)
+    timer.cancel()
+    code = os.waitstatus_to_exitcode(status)
+    if time.monotonic() - start >= timeout:
+        return {"error": "timeout"}
+    if code != 0 or not out.exists():
+        return {"error": f"failed (exit {code})"}
+    return {**json.loads(out.read_text()), "rss_mb": usage.ru_maxrss * 1024 / 1e6}
+
+
+def verify(tools: list[str], corpora: dict[str, str], shared: Path, work: Path) -> list[str]:
+    """Compares each peer's ids with bytepair's, per document, on the first 1 MB of each corpus."""
+    toks = {tool: load(tool, shared, work) for tool in ["bytepair", *tools]}
+    lines = []
+    for name, path in corpora.items():
+        docs = read_prefix(Path(path), VERIFY_BYTES).split(EOT)
+        refs = [list(toks["bytepair"].encode(d)) for d in docs]
+        for tool in tools:
+            outs = [list(ENCODE_ONE[tool](toks[tool], d)) for d in docs]
+            bad = [(ref, ids) for ref, ids in zip(refs, outs) if ids != ref]
+            line = f"- {tool} on {name}: {len(docs) - len(bad)} of {len(docs)} documents identical"
+            if bad:
+                ref, ids = bad[0]
+                i = next((k for k, (a, b) in enumerate(zip(ref, ids)) if a != b), min(len(ref), len(ids)))
+                text = toks["bytepair"].decode(ref[max(0, i - 3) : i + 5])
+                line += f"; first difference at token {i}, text {text!r}: "
+                line += f"bytepair {ref[i : i + 5]}, {tool} {ids[i : i + 5]}"
+            lines.append(line)
+    return lines
+
+
+def prepare_corpora(directory: Path, shared: Path, names: set[str]) -> dict[str, Path]:
+    """The corpora that exist, decompressing the shipped ``.xz`` ones when missing."""
+    found = {}
+    for name in sorted(names):
+        path, xz = directory / f"{name}.txt", shared / f"corpora/{name}.txt.xz"
+        if not path.exists() and xz.exists():
+            print(f"decompressing {xz} -> {path}", file=sys.stderr)
+            directory.mkdir(parents=True, exist_ok=True)
+            with lzma.open(xz) as src, open(path, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        if path.exists():
+            found[name] = path
+        else:
+            build = shared / "corpora/build.py"
+            print(
+                f"skipping {name}: {path} missing (build it: python3 {build} {directory} {name})",
+                file=sys.stderr,
+            )
+    return found
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """Markdown rows; the ratio is MB/s over gigatoken's MB/s on the same section and corpus."""
+    giga = {(r["section"], r["corpus"]): r.get("mbps") for r in rows if r["tool"] == "gigatoken"}
+    lines = [
+        "| section | corpus | tool | MB/s | peak RSS MB | vs gigatoken |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        mbps, base = r.get("mbps"), giga.get((r["section"], r["corpus"]))
+        speed = f"{mbps:.1f}" if mbps else r["error"]
+        rss = f"+{r['rss_growth_mb']:.1f} (growth)" if "rss_growth_mb" in r else f"{r.get('rss_mb', 0):.0f}"
+        ratio = f"{mbps / base:.2f}" if mbps and base and r["section"] != "streaming" else "–"
+        lines.append(f"| {r['section']} | {r['corpus']} | {r['tool']} | {speed} | {rss} | {ratio} |")
+    return lines
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--corpora", type=Path, default=Path(os.environ.get("BYTEPAIR_CORPORA", "/work/corpora")))
+    p.add_argument("--shared", type=Path, default=Path(os.environ.get("BYTEPAIR_SHARED", "/work/shared")))
+    p.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
+    p.add_argument("--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS))
+    p.add_argument("--only", nargs="+", metavar="CORPUS", help="restrict to these corpora (e.g. prose_en)")
+    p.add_argument("--repeat", type=int, default=3, help="best of N fresh processes")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per measurement process")
+    p.add_argument("--markdown", type=Path, help="also write the report to this file")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        spec = json.loads(args.child)
+        Path(spec["out"]).write_text(json.dumps(child(spec)))
+        return
+
+    installed = [t for t in args.tools if importlib.util.find_spec(t)]
+    wanted = {c for s in args.sections for c in CORPORA[s] if not args.only or c in args.only}
+    corpora = prepare_corpora(args.corpora, args.shared, wanted)
+    peers = [t for t in installed if t != "bytepair"]
+    versions = ", ".join(f"{t} {importlib.metadata.version(t)}" for t in ["bytepair", *peers])
+    load1, load5, _ = os.getloadavg()
+    report = [
+        "# Encoding throughput, GPT-2 vocabulary",
+        "",
+        f"{versions}; Python {sys.version.split()[0]}; {os.cpu_count()} CPUs, load average {load1:.2f} / "
+        f"{load5:.2f} at start; MB = 1e6 bytes of UTF-8 input; best of {args.repeat}.",
+    ]
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bytepair-bench-") as tmp:
+        report += ["", "## Ids vs bytepair (first 1 MB of each corpus)", ""]
+        spec = {"section": "verify", "tools": peers, "corpora": {k: str(v) for k, v in corpora.items()}}
+        checked = run_child({**spec, "shared": str(args.shared), "work": tmp}, args.timeout)
+        report += checked.get("lines", [f"- check {checked.get('error')}"])
+        for section in args.sections:
+            for name in (c for c in CORPORA[section] if c in corpora):
+                path = corpora[name]
+                if section == "files":
+                    with open(path, "rb") as f:  # into the page cache, so that no tool pays for the disk
+                        while f.read(1 << 24):
+                            pass
+                for tool in ["bytepair"] if section == "iterable" else args.tools:
+                    row = {"section": SECTIONS[section], "corpus": name, "tool": tool}
+                    if tool not in installed:
+                        rows.append({**row, "error": "not installed"})
+                        continue
+                    spec = {"section": section, "tool": tool, "path": str(path), "work": tmp}
+                    spec |= {"shared": str(args.shared), "pin": section == "single"}
+                    runs = []
+                    for _ in range(args.repeat):
+                        runs.append(run_child(spec, args.timeout))
+                        if "error" in runs[-1]:
+                            break
+                    good = [r for r in runs if "error" not in r]
+                    res = min(good, key=lambda r: r["seconds"]) if good else runs[-1]
+                    if good:
+                        res["mbps"] = res["bytes"] / 1e6 / res["seconds"]
+                    rows.append({**row, **res})
+                    print(f"{section} {name} {tool}: {res}", file=sys.stderr)
+    report += ["", "## Results", "", *table(rows), ""]
+    report += [
+        "1 core: `encode(str)` on 20 MB, pinned to CPU 0. all cores: whole file; tiktoken and HF times "
+        "include reading the file, splitting it into documents and packing ids into arrays. streaming: "
+        "bytepair `encode_iterable` over the file's lines; the RSS column is the growth during the call.",
+    ]
+    print("\n".join(report))
+    if args.markdown:
+        args.markdown.write_text("\n".join(report) + "\n")
+
+
+if __name__ == "__main__":
+    main()
