@@ -4,6 +4,9 @@ files to .npy, thread safety, pickling, and what each bad input gets."""
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
+import textwrap
 import threading
 from pathlib import Path
 
@@ -300,3 +303,28 @@ def test_long_pieces_take_the_bucket_path_and_still_match_tiktoken(
 ) -> None:
     text = prefix + word
     assert gpt2.encode(text) == tiktoken_gpt2.encode(text)
+
+
+def test_encode_iterable_memory_does_not_grow_with_the_text(tmp_path: Path) -> None:
+    """Streaming a 40 MB file line by line: peak RSS grows by a few MB at most, while the text and its ids
+    would take over 100 MB if held."""
+    path = tmp_path / "big.txt"
+    line = "The quick brown fox jumps over the lazy dog; it's 1999 again.\n"
+    with open(path, "w") as f:
+        f.write(line * (40_000_000 // len(line)))
+    script = textwrap.dedent(
+        f"""
+        import resource
+        from bytepair import Tokenizer
+        tok = Tokenizer({{i: bytes([i]) for i in range(256)}} | {{256: b"th", 257: b"the"}},
+                        [(b"t", b"h"), (b"th", b"e")])
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with open({str(path)!r}) as f:
+            n = sum(1 for _ in tok.encode_iterable(f))
+        print(n, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    count, growth_mb = map(int, out.split())
+    assert count > 30_000_000
+    assert growth_mb < 20, f"RSS grew by {growth_mb} MB"
