@@ -37,12 +37,16 @@ pub const LONG_PIECE: usize = 128;
 /// The rank of a pair that is not a merge: greater than every real rank.
 const NO_MERGE: (u32, u32) = (u32::MAX, 0);
 
-/// How many multi-token pieces a cache holds before it starts over. Bounds memory on long-tailed text
-/// (every piece new) at about 1 MB per cache.
+/// How many multi-token pieces a cache holds before it starts over. Only pieces shorter than
+/// [`LONG_PIECE`] are cached, so a cache stays under about 3 MB however long-tailed the text.
 const CACHE_ENTRIES: usize = 1 << 14;
 
-/// For each pair of token ids whose concatenation is a merged token: the merge rank and that token's
-/// id. The key packs the two ids into a u64.
+/// How far ids may run past the number of tokens: ids index a table, so one huge id would make it
+/// huge (and an allocation failure aborts the process).
+const MAX_ID_GAP: u32 = 1 << 20;
+
+/// For each pair of token ids whose concatenation is a multi-byte token: that token's rank and id. The
+/// key packs the two ids into a u64.
 type PairTable = FastMap<u64, (u32, u32)>;
 
 #[inline]
@@ -113,6 +117,13 @@ impl Encoder {
             };
             special_ids.push(id);
         }
+        if max_id >= ids.len() as u32 + MAX_ID_GAP {
+            return Err(Error::InvalidVocab(format!(
+                "id {max_id} is too large for {} tokens; ids must be at most {MAX_ID_GAP} past the \
+                 number of tokens",
+                ids.len()
+            )));
+        }
         let mut tokens = vec![None; max_id as usize + 1];
         for (bytes, &id) in &ids {
             tokens[id as usize] = Some(bytes.clone());
@@ -151,16 +162,12 @@ impl Encoder {
     /// Appends the ids of `text` to `out`.
     pub fn encode(&self, text: &str, out: &mut Vec<u32>) {
         let mut scratch = Scratch::default();
-        self.encode_with(text, out, &mut scratch);
-    }
-
-    fn encode_with(&self, text: &str, out: &mut Vec<u32>, scratch: &mut Scratch) {
         for segment in self.specials.split(text) {
             match segment {
                 Segment::Special(i) => out.push(self.special_ids[i]),
                 Segment::Text(part) => {
                     for piece in pretokenize(part) {
-                        self.encode_piece(piece.as_bytes(), out, scratch);
+                        self.encode_piece(piece.as_bytes(), out, &mut scratch);
                     }
                 }
             }
@@ -181,11 +188,16 @@ impl Encoder {
         end
     }
 
-    /// Appends the ids of one pre-token: a whole token, a cached piece, or merged (and cached).
+    /// Appends the ids of one pre-token: a whole token, a cached piece, or merged (and cached when
+    /// short; long pieces rarely repeat, and caching them would let memory grow with the text).
     #[inline]
     fn encode_piece(&self, piece: &[u8], out: &mut Vec<u32>, scratch: &mut Scratch) {
         if let Some(id) = self.table.get(piece) {
             out.push(id);
+            return;
+        }
+        if piece.len() >= LONG_PIECE {
+            self.merge_long(piece, out);
             return;
         }
         if let Some((start, len)) = scratch.cache.get(piece) {
@@ -193,11 +205,7 @@ impl Encoder {
             return;
         }
         let before = out.len();
-        if piece.len() < LONG_PIECE {
-            self.merge_short(piece, out, scratch);
-        } else {
-            self.merge_long(piece, out);
-        }
+        self.merge_short(piece, out, scratch);
         if scratch.cache.len() >= CACHE_ENTRIES {
             scratch.cache.clear();
             scratch.cached_ids.clear();
@@ -559,6 +567,8 @@ mod tests {
         assert!(matches!(missing, Err(Error::InvalidVocab(m)) if m.contains("merge 0 (result)")));
         let no_byte = Encoder::new(vec![(0, b"a".to_vec())], &[], &[]);
         assert!(matches!(no_byte, Err(Error::InvalidVocab(m)) if m.contains("byte 0x00")));
+        let huge_id = Encoder::new(vocab(vec![(u32::MAX - 1, b"ab".to_vec())]), &[], &[]);
+        assert!(matches!(huge_id, Err(Error::InvalidVocab(m)) if m.contains("too large")));
     }
 
     #[test]

@@ -259,6 +259,8 @@ def test_from_files_errors_name_the_file(tmp_path: Path) -> None:
         (byte_vocab(), [(b"a", b"b")], "merge 0 \\(result\\)"),
         (byte_vocab() | {256: b"ab"}, [(b"a", b"xyz")], "merge 0 \\(right\\)"),
         ({0: b"a"}, [], "byte 0x00 has no id"),
+        (byte_vocab() | {2**31: b"ab"}, [], "id 2147483648 is too large"),
+        (byte_vocab() | {2**32: b"ab"}, [], "from 0 to 2\\*\\*32 - 1"),
     ],
 )
 def test_bad_vocabularies(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], message: str) -> None:

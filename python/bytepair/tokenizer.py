@@ -53,8 +53,8 @@ class Tokenizer:
         vocab = dict(vocab)
         merges = [tuple(m) for m in merges]
         for token_id, token in vocab.items():
-            if not isinstance(token_id, int) or token_id < 0:
-                raise ValueError(f"vocab ids must be non-negative ints, not {token_id!r}")
+            if not isinstance(token_id, int) or not 0 <= token_id < 1 << 32:
+                raise ValueError(f"vocab ids must be ints from 0 to 2**32 - 1, not {token_id!r}")
             if not isinstance(token, bytes):
                 raise TypeError(f"vocab[{token_id}] must be bytes, not {type(token).__name__}")
         for i, m in enumerate(merges):
