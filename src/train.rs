@@ -108,7 +108,9 @@ pub fn train_counts(
             .collect(),
         &tokens,
     );
-    let mut merges = Vec::with_capacity(num_merges);
+    // Each merge removes at least one symbol, so the symbols bound the merges; `num_merges` itself may
+    // be far larger (a huge vocab_size just trains until no pair is left).
+    let mut merges = Vec::with_capacity(num_merges.min(words.symbols.len()));
     while merges.len() < num_merges {
         let Some(top) = queue.pop(&tokens) else { break };
         let Some(live) = pairs.get(&top.pair).map(|s| s.count) else {

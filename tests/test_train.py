@@ -96,6 +96,12 @@ def test_stops_early_without_error_when_no_pair_is_left(tmp_path: Path) -> None:
     assert len(vocab) == 259 and vocab[258] == EOT.encode()
 
 
+@pytest.mark.parametrize("vocab_size", [10**12, 2**70])
+def test_huge_vocab_size_just_trains_until_no_pair_is_left(tmp_path: Path, vocab_size: int) -> None:
+    vocab, merges = bytepair.train_bpe(write(tmp_path, "ab ab"), vocab_size)
+    assert merges == [(b"a", b"b"), (b" ", b"ab")] and len(vocab) == 258
+
+
 def test_empty_file_gives_bytes_and_specials(tmp_path: Path) -> None:
     vocab, merges = bytepair.train_bpe(write(tmp_path, ""), 300, [EOT])
     assert merges == [] and len(vocab) == 257 and vocab[256] == EOT.encode()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable
 from typing import Union
 
@@ -86,6 +87,8 @@ def train_bpe(
     if _chunk_size is not None and _chunk_size < 1:
         raise ValueError("_chunk_size must be positive")
     path = os.fspath(input_path)
+    # Training stops when no pair is left, long before any vocab_size beyond sys.maxsize.
+    vocab_size = min(vocab_size, sys.maxsize)
     if progress is True:
         with ProgressBar() as bar:
             vocab, merges = _core.train_bpe(path, vocab_size, specials, num_threads, _chunk_size, bar)
