@@ -214,10 +214,21 @@ def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     timer.cancel()
     code = os.waitstatus_to_exitcode(status)
     if time.monotonic() - start >= timeout:
-        return {"error": "timeout"}
+        return {"error": f"timeout ({timeout:g} s)"}
     if code != 0 or not out.exists():
         return {"error": f"failed (exit {code})"}
     return {**json.loads(out.read_text()), "rss_mb": usage.ru_maxrss * 1024 / 1e6}
+
+
+def best_of(spec: dict[str, Any], repeat: int, timeout: float) -> dict[str, Any]:
+    """The fastest of ``repeat`` runs of ``spec`` with its MB/s, or the first error."""
+    runs = []
+    for _ in range(repeat):
+        runs.append(run_child(spec, timeout))
+        if "error" in runs[-1]:
+            return runs[-1]
+    best = min(runs, key=lambda r: r["seconds"])
+    return {**best, "mbps": best["bytes"] / 1e6 / best["seconds"]}
 
 
 def verify(tools: list[str], corpora: dict[str, str], shared: Path, work: Path) -> list[str]:
@@ -254,11 +265,8 @@ def prepare_corpora(directory: Path, shared: Path, names: set[str]) -> dict[str,
         if path.exists():
             found[name] = path
         else:
-            build = shared / "corpora/build.py"
-            print(
-                f"skipping {name}: {path} missing (build it: python3 {build} {directory} {name})",
-                file=sys.stderr,
-            )
+            build = f"python3 {shared / 'corpora/build.py'} {directory} {name}"
+            print(f"skipping {name}: {path} is missing (build it with {build})", file=sys.stderr)
     return found
 
 
@@ -272,7 +280,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         mbps, base = r.get("mbps"), giga.get((r["section"], r["corpus"]))
         speed = f"{mbps:.1f}" if mbps else r["error"]
-        rss = f"+{r['rss_growth_mb']:.1f} (growth)" if "rss_growth_mb" in r else f"{r.get('rss_mb', 0):.0f}"
+        rss = f"{r['rss_mb']:.0f}" if "rss_mb" in r else "–"
+        if "rss_growth_mb" in r:
+            rss = f"+{r['rss_growth_mb']:.1f} (growth)"
         ratio = f"{mbps / base:.2f}" if mbps and base and r["section"] != "streaming" else "–"
         lines.append(f"| {r['section']} | {r['corpus']} | {r['tool']} | {speed} | {rss} | {ratio} |")
     return lines
@@ -310,7 +320,11 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bytepair-bench-") as tmp:
         report += ["", "## Ids vs bytepair (first 1 MB of each corpus)", ""]
-        spec = {"section": "verify", "tools": peers, "corpora": {k: str(v) for k, v in corpora.items()}}
+        spec: dict[str, Any] = {
+            "section": "verify",
+            "tools": peers,
+            "corpora": {k: str(v) for k, v in corpora.items()},
+        }
         checked = run_child({**spec, "shared": str(args.shared), "work": tmp}, args.timeout)
         report += checked.get("lines", [f"- check {checked.get('error')}"])
         for section in args.sections:
@@ -320,30 +334,23 @@ def main() -> None:
                     with open(path, "rb") as f:  # into the page cache, so that no tool pays for the disk
                         while f.read(1 << 24):
                             pass
-                for tool in ["bytepair"] if section == "iterable" else args.tools:
+                for tool in (t for t in args.tools if section != "iterable" or t == "bytepair"):
                     row = {"section": SECTIONS[section], "corpus": name, "tool": tool}
                     if tool not in installed:
                         rows.append({**row, "error": "not installed"})
                         continue
                     spec = {"section": section, "tool": tool, "path": str(path), "work": tmp}
-                    spec |= {"shared": str(args.shared), "pin": section == "single"}
-                    runs = []
-                    for _ in range(args.repeat):
-                        runs.append(run_child(spec, args.timeout))
-                        if "error" in runs[-1]:
-                            break
-                    good = [r for r in runs if "error" not in r]
-                    res = min(good, key=lambda r: r["seconds"]) if good else runs[-1]
-                    if good:
-                        res["mbps"] = res["bytes"] / 1e6 / res["seconds"]
-                    rows.append({**row, **res})
-                    print(f"{section} {name} {tool}: {res}", file=sys.stderr)
+                    spec.update(shared=str(args.shared), pin=section == "single")
+                    rows.append({**row, **best_of(spec, args.repeat, args.timeout)})
+                    print(f"{section} {name} {tool}: {rows[-1]}", file=sys.stderr)
     report += ["", "## Results", "", *table(rows), ""]
-    report += [
+    report.append(
         "1 core: `encode(str)` on 20 MB, pinned to CPU 0. all cores: whole file; tiktoken and HF times "
         "include reading the file, splitting it into documents and packing ids into arrays. streaming: "
-        "bytepair `encode_iterable` over the file's lines; the RSS column is the growth during the call.",
-    ]
+        "bytepair `encode_iterable` over the file's lines; the RSS column is the growth during the call."
+    )
+    if counts := "; ".join(f"{r['corpus']} {r['tool']} {r['tokens']:,}" for r in rows if "tokens" in r):
+        report += ["", f"Tokens (all cores; tiktoken and HF leave out the {EOT} separators): {counts}."]
     print("\n".join(report))
     if args.markdown:
         args.markdown.write_text("\n".join(report) + "\n")
