@@ -1,197 +1,288 @@
-"""Training benchmark: bytepair against gigatoken, rustbpe and HF tokenizers, in one run.
+"""Training benchmark: bytepair against gigatoken, rustbpe and HF tokenizers on the same corpus, in one run.
 
-Each (tool, corpus) run is a fresh child process (`--child`), so no tool inherits another's memory or
-warm caches of its own. The child times only the training call and reports seconds and merges; the
-parent reads the child's peak RSS from `os.wait4` (ru_maxrss, KiB on Linux). Ratios are against
-gigatoken in the same run (< 1.0: faster or smaller than gigatoken).
+How it measures, and why:
 
-How each peer is fed (each with special token <|endoftext|> where it supports one):
-- bytepair:   train_bpe(path, vocab_size, ["<|endoftext|>"])
-- gigatoken:  train_bpe(path, vocab_size, ["<|endoftext|>"], tie_breaking="assembled_bytes")
-- rustbpe:    Tokenizer().train_from_iterator(documents, vocab_size, pattern=GPT-2) — it has no special
-              tokens, so the file is streamed as documents split at <|endoftext|> lines.
-- hf:         tokenizers BPE + ByteLevel pre-tokenizer + BpeTrainer, train([path]).
+- Every (tool, corpus) run is a fresh child process (this script with ``--run``): no tool inherits another's
+  heap, thread pools or caches, and the child's peak RSS is that tool's alone. A run is one training call
+  on a whole file, so repeating it in one process would only measure warm caches and a grown heap.
+- The child times the training call alone with a wall clock (imports, reading the result and writing its
+  merges are outside) and prints a JSON line with the seconds and the number of merges made.
+- The parent reads the child's peak RSS from ``os.wait4`` (``ru_maxrss``, KiB on Linux): the kernel's
+  high-water mark of the whole process, native allocations included, which no in-process Python
+  tracer sees. It includes the interpreter and the tool's imports (13-18 MB here).
+- Runs beyond ``--timeout`` are killed and reported as "timeout"; ``--repeat N`` keeps the best wall time
+  of N runs and the highest peak RSS. The corpus is read once first, so every tool starts from the page
+  cache. Ratios are tool / gigatoken in the same run (< 1.0: faster or smaller than gigatoken).
 
-The merges of bytepair and gigatoken are compared: gigatoken breaks ties by the concatenated bytes, so
-it departs from the reference at some merge; the table says where.
+Each tool gets special token <|endoftext|> and the GPT-2 pre-tokenization pattern:
 
-    python benchmarks/train.py [--corpora DIR] [--corpus prose_en,code_c] [--tools ...] [--timeout S]
+- bytepair:  ``train_bpe(path, vocab_size, special_tokens=[EOT])``.
+- gigatoken: ``train_bpe(path, vocab_size, [EOT], tie_breaking="assembled_bytes")`` (GPT-2 pattern built
+  in). It breaks ties by the concatenated bytes, not by the (left, right) pair as the CS336 reference and
+  bytepair do, so its merges depart from bytepair's at some point; the notes say at which merge.
+- rustbpe:   ``Tokenizer().train_from_iterator(docs, vocab_size - 1, pattern=GPT2_PATTERN)``. It has no
+  special tokens, so it is fed the documents between the <|endoftext|> separators, read 1 MiB at a
+  time (the split bytepair and gigatoken make themselves), and asked for one token fewer (its vocab_size
+  counts only the 256 bytes and the merges) so that it makes as many merges as the others.
+- hf:        ``Tokenizer(BPE())`` with the ByteLevel pre-tokenizer (GPT-2 pattern, no prefix space) and
+  ``BpeTrainer(vocab_size, special_tokens=[EOT], initial_alphabet=ByteLevel.alphabet())``,
+  ``train([path])``. Its trainer reads the file by lines and does not split at the special token.
+
+Peers: ``pip install -r benchmarks/requirements.txt``. Usage:
+
+    python benchmarks/train.py [--corpora DIR] [--corpus prose_en,code_c] [--tools bytepair,gigatoken,...]
+                               [--timeout S] [--repeat N] [--markdown FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
 import json
 import lzma
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EOT = "<|endoftext|>"
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 CORPORA = {"prose_en": 10_000, "code_c": 32_000}
-TOOLS = ["bytepair", "gigatoken", "rustbpe", "hf"]
+MODULES = {"bytepair": "bytepair", "gigatoken": "gigatoken", "rustbpe": "rustbpe", "hf": "tokenizers"}
+RESULT = "RESULT "  # marks the child's JSON line: the tools print progress of their own to stdout
+Merges = list[tuple[bytes, bytes]]
 
 
-def documents(path: str):
-    """The documents of a corpus file, one at a time (they end with a line holding only EOT)."""
-    lines: list[str] = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.rstrip("\n") == EOT:
-                yield "".join(lines)
-                lines = []
-            else:
-                lines.append(line)
-    if lines:
-        yield "".join(lines)
+@dataclass
+class Result:
+    """One tool's measurement on one corpus, or why there is none."""
+
+    seconds: float = 0.0
+    rss_mb: float = 0.0
+    merges: int = 0
+    error: str | None = None
 
 
-def train(tool: str, path: str, vocab_size: int) -> list[tuple[bytes, bytes]] | None:
-    """Trains with one tool; returns its merges as bytes pairs where the tool exposes them."""
+def documents(path: str) -> Iterator[str]:
+    """The text of ``path`` between <|endoftext|> separators, read 1 MiB at a time."""
+    rest = ""
+    with open(path, encoding="utf-8", newline="") as f:
+        while block := f.read(1 << 20):
+            *parts, rest = (rest + block).split(EOT)
+            yield from (p for p in parts if p)
+    if rest:
+        yield rest
+
+
+def train(tool: str, path: str, vocab_size: int) -> tuple[float, Merges | int]:
+    """Trains once; returns the seconds of the training call alone and the merges (their count, for
+    tools that do not give them as byte pairs)."""
     if tool == "bytepair":
         import bytepair
 
-        return bytepair.train_bpe(path, vocab_size, [EOT])[1]
+        start = time.perf_counter()
+        merges = bytepair.train_bpe(path, vocab_size, special_tokens=[EOT])[1]
+        return time.perf_counter() - start, merges
     if tool == "gigatoken":
         import gigatoken
 
-        return gigatoken.train_bpe(path, vocab_size, [EOT], tie_breaking="assembled_bytes")[1]
+        start = time.perf_counter()
+        merges = gigatoken.train_bpe(path, vocab_size, [EOT], tie_breaking="assembled_bytes")[1]
+        return time.perf_counter() - start, merges
     if tool == "rustbpe":
         import rustbpe
 
-        import bytepair
-
-        rustbpe.Tokenizer().train_from_iterator(documents(path), vocab_size, pattern=bytepair.GPT2_PATTERN)
-        return None
+        tok = rustbpe.Tokenizer()
+        start = time.perf_counter()
+        tok.train_from_iterator(documents(path), vocab_size - 1, pattern=GPT2_PATTERN)
+        return time.perf_counter() - start, len(tok.get_mergeable_ranks()) - 256
     if tool == "hf":
         from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-        tok = Tokenizer(models.BPE())
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        hf = Tokenizer(models.BPE())
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size,
             special_tokens=[EOT],
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
         )
-        tok.train([path], trainer)
-        return None
-    raise ValueError(tool)
+        start = time.perf_counter()
+        hf.train([path], trainer)
+        return time.perf_counter() - start, len(json.loads(hf.to_str())["model"]["merges"])
+    raise ValueError(f"unknown tool {tool!r}")
 
 
 def child(tool: str, path: str, vocab_size: int, merges_out: str) -> None:
-    start = time.perf_counter()
-    merges = train(tool, path, vocab_size)
-    seconds = time.perf_counter() - start
-    if merges is not None:
+    """The ``--run`` mode: trains, writes byte-pair merges as hex pairs, prints the JSON result."""
+    seconds, merges = train(tool, path, vocab_size)
+    if isinstance(merges, list):
         with open(merges_out, "w") as f:
             f.writelines(f"{a.hex()} {b.hex()}\n" for a, b in merges)
-    print(json.dumps({"seconds": seconds, "merges": None if merges is None else len(merges)}))
+    count = merges if isinstance(merges, int) else len(merges)
+    print(RESULT + json.dumps({"seconds": seconds, "merges": count}), flush=True)
 
 
-def run(tool: str, path: Path, vocab_size: int, merges_out: str, timeout: float) -> dict:
-    """Runs one child; returns seconds, merges and peak RSS, or an error."""
-    args = [sys.executable, __file__, "--child", tool, str(path), str(vocab_size), merges_out]
-    # Output goes to files, not pipes: a chatty child (gigatoken logs to stdout) cannot block on a full
-    # pipe while the parent waits for it.
-    with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
-        proc = subprocess.Popen(args, stdout=out_f, stderr=err_f, text=True)
+def run_once(tool: str, path: Path, vocab_size: int, merges_out: Path, timeout: float) -> Result:
+    """One fresh child process: its own timing and merge count, and its peak RSS from ``os.wait4``."""
+    args = [sys.executable, str(Path(__file__).resolve()), "--run", tool, str(path), str(vocab_size)]
+    # Output goes to files, not pipes, so that a chatty child cannot block on a full pipe while the parent
+    # only waits; its own session lets a timeout kill any helper processes with it.
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
+            [*args, str(merges_out)], stdout=out, stderr=err, text=True, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
+        while not (waited := os.wait4(proc.pid, os.WNOHANG))[0]:
             if time.monotonic() > deadline:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)
                 os.wait4(proc.pid, 0)
-                return {"error": f"timeout ({timeout:.0f} s)"}
-            time.sleep(0.05)
-        out_f.seek(0)
-        err_f.seek(0)
-        out, err = out_f.read(), err_f.read()
-    if status != 0:
-        last = (err.strip().splitlines() or [f"exit status {status}"])[-1]
-        return {"error": "not installed" if "ModuleNotFoundError" in err else last[:80]}
-    result = json.loads(out.strip().splitlines()[-1])
-    result["rss_mb"] = usage.ru_maxrss / 1024
-    return result
+                proc.returncode = -signal.SIGKILL
+                return Result(error=f"timeout (> {timeout:.0f} s)")
+            time.sleep(0.02)
+        _, status, usage = waited
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        out.seek(0)
+        err.seek(0)
+        lines = [line for line in out.read().splitlines() if line.startswith(RESULT)]
+        errors = err.read().strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        reason = errors[-1][:100] if errors else f"exit status {proc.returncode}"
+        return Result(error=f"failed: {reason}")
+    data = json.loads(lines[-1][len(RESULT) :])
+    return Result(seconds=data["seconds"], rss_mb=usage.ru_maxrss / 1024, merges=data["merges"])
 
 
-def first_difference(a: str, b: str) -> str:
-    with open(a) as fa, open(b) as fb:
-        left, right = fa.read().splitlines(), fb.read().splitlines()
-    for i, (x, y) in enumerate(zip(left, right)):
-        if x != y:
-            return f"merge {i}"
-    return "none" if len(left) == len(right) else f"merge {min(len(left), len(right))}"
+def measure(tool: str, path: Path, vocab_size: int, merges_out: Path, timeout: float, repeat: int) -> Result:
+    """Best wall time and highest peak RSS of ``repeat`` runs; stops at the first run that fails."""
+    if importlib.util.find_spec(MODULES[tool]) is None:
+        return Result(error="not installed")
+    runs: list[Result] = []
+    for _ in range(repeat):
+        result = run_once(tool, path, vocab_size, merges_out, timeout)
+        if result.error:
+            return result
+        runs.append(result)
+    best = min(runs, key=lambda r: r.seconds)
+    best.rss_mb = max(r.rss_mb for r in runs)
+    return best
+
+
+def first_difference(a: Path, b: Path) -> str:
+    left, right = a.read_text().splitlines(), b.read_text().splitlines()
+    index = next((i for i, (x, y) in enumerate(zip(left, right)) if x != y), min(len(left), len(right)))
+    return "none: identical merges" if left == right else f"merge {index} (0-based)"
 
 
 def corpus_path(corpora: Path, name: str) -> Path | None:
+    """``corpora/NAME.txt``, decompressed from ``../shared/corpora/NAME.txt.xz`` if it is missing."""
     path = corpora / f"{name}.txt"
     packed = ROOT.parent / "shared" / "corpora" / f"{name}.txt.xz"
     if not path.exists() and packed.exists():
+        print(f"decompressing {packed} to {path}", file=sys.stderr)
         corpora.mkdir(parents=True, exist_ok=True)
-        with lzma.open(packed) as src, open(path, "wb") as dst:
+        partial = path.with_suffix(".txt.partial")
+        with lzma.open(packed) as src, open(partial, "wb") as dst:
             while block := src.read(1 << 20):
                 dst.write(block)
+        partial.rename(path)  # never leave a truncated corpus under the real name
     return path if path.exists() else None
+
+
+def names(allowed: list[str]) -> Callable[[str], list[str]]:
+    """An argparse type: a comma-separated list of names from ``allowed``."""
+
+    def parse(value: str) -> list[str]:
+        chosen = [v for v in value.split(",") if v]
+        unknown = sorted(set(chosen) - set(allowed))
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(unknown)}; choose from {', '.join(allowed)}"
+            )
+        return chosen
+
+    return parse
+
+
+def bench_corpus(name: str, path: Path, args: argparse.Namespace, tmp: Path) -> tuple[list[str], list[str]]:
+    """Runs every tool on one corpus; returns its table rows and its notes."""
+    with open(path, "rb") as f:  # into the page cache, so that the first tool reads no disk
+        while f.read(1 << 24):
+            pass
+    vocab = CORPORA[name]
+    results: dict[str, Result] = {}
+    for tool in args.tools:
+        results[tool] = r = measure(tool, path, vocab, tmp / f"{name}-{tool}.hex", args.timeout, args.repeat)
+        print(
+            f"{name} {tool}: {r.error or f'{r.seconds:.2f} s, {r.rss_mb:.0f} MB, {r.merges} merges'}",
+            file=sys.stderr,
+        )
+    rows = []
+    giga = results.get("gigatoken", Result(error="not run"))
+    for tool, r in results.items():
+        if r.error:
+            rows.append(f"| {name} | {vocab} | {tool} | {r.error} | | | |")
+            continue
+        wall = "-" if giga.error else f"{r.seconds / giga.seconds:.2f}"
+        rss = "-" if giga.error else f"{r.rss_mb / giga.rss_mb:.2f}"
+        rows.append(f"| {name} | {vocab} | {tool} | {r.seconds:.2f} | {r.rss_mb:.0f} | {wall} | {rss} |")
+    made = ", ".join(f"{tool} {r.merges}" for tool, r in results.items() if not r.error)
+    notes = [f"{name}: merges made: {made or 'none'}"]
+    if not giga.error and not results.get("bytepair", Result(error="not run")).error:
+        diff = first_difference(tmp / f"{name}-bytepair.hex", tmp / f"{name}-gigatoken.hex")
+        notes.append(f"{name}: first merge where gigatoken differs from bytepair: {diff}")
+    return rows, notes
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--run", nargs=4, metavar=("TOOL", "PATH", "VOCAB", "OUT"), help=argparse.SUPPRESS)
     default_corpora = os.environ.get("BYTEPAIR_CORPORA", str(ROOT.parent / "corpora"))
-    parser.add_argument("--corpora", type=Path, default=Path(default_corpora))
-    parser.add_argument("--corpus", default=",".join(CORPORA))
-    parser.add_argument("--tools", default=",".join(TOOLS))
-    parser.add_argument("--timeout", type=float, default=900)
-    parser.add_argument("--repeat", type=int, default=1, help="best wall time of N runs")
+    parser.add_argument("--corpora", type=Path, default=Path(default_corpora), help="dir of NAME.txt files")
+    parser.add_argument("--corpus", type=names(list(CORPORA)), default=list(CORPORA))
+    parser.add_argument("--tools", type=names(list(MODULES)), default=list(MODULES))
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    parser.add_argument("--repeat", type=int, default=1, help="report the best wall time of N runs")
+    parser.add_argument("--markdown", type=Path, help="also write the table to this file")
     args = parser.parse_args()
-    if args.child:
-        tool, path, vocab, merges_out = args.child
+    if args.run:
+        tool, path, vocab, merges_out = args.run
         child(tool, path, int(vocab), merges_out)
         return
+
     rows = [
         "| corpus | vocab | tool | wall s | peak RSS MB | wall vs gigatoken | RSS vs gigatoken |",
         "|---|---|---|---|---|---|---|",
     ]
     notes = []
-    tmp = tempfile.mkdtemp(prefix="bytepair-bench-")
-    for name in args.corpus.split(","):
-        path = corpus_path(args.corpora, name)
-        if path is None:
-            notes.append(
-                f"{name}: missing; build it with `python3 ../shared/corpora/build.py {args.corpora} {name}`"
-            )
-            continue
-        vocab = CORPORA[name]
-        results = {}
-        for tool in args.tools.split(","):
-            runs = [
-                run(tool, path, vocab, f"{tmp}/{name}-{tool}.txt", args.timeout) for _ in range(args.repeat)
-            ]
-            ok = [r for r in runs if "error" not in r]
-            results[tool] = min(ok, key=lambda r: r["seconds"]) if ok else runs[0]
-            print(f"{name} {tool}: {results[tool]}", file=sys.stderr)
-        giga = results.get("gigatoken", {})
-        for tool, r in results.items():
-            if "error" in r:
-                rows.append(f"| {name} | {vocab} | {tool} | {r['error']} | | | |")
+    with tempfile.TemporaryDirectory(prefix="bytepair-train-bench-") as tmp:
+        for name in args.corpus:
+            path = corpus_path(args.corpora, name)
+            if path is None:
+                notes.append(
+                    f"{name}: skipped, {args.corpora}/{name}.txt is missing; build it (as root, a few "
+                    f"minutes) with `python3 {ROOT.parent}/shared/corpora/build.py {args.corpora} {name}`"
+                )
                 continue
-            wall = f"{r['seconds'] / giga['seconds']:.2f}" if "seconds" in giga else "-"
-            rss = f"{r['rss_mb'] / giga['rss_mb']:.2f}" if "rss_mb" in giga else "-"
-            rows.append(
-                f"| {name} | {vocab} | {tool} | {r['seconds']:.2f} | {r['rss_mb']:.0f} | {wall} | {rss} |"
-            )
-        if "error" not in results.get("bytepair", {"error": 1}) and "seconds" in giga:
-            diff = first_difference(f"{tmp}/{name}-bytepair.txt", f"{tmp}/{name}-gigatoken.txt")
-            notes.append(f"{name}: first merge where gigatoken differs from bytepair: {diff}")
-    print("\n".join(rows))
-    print("\n".join(notes))
+            corpus_rows, corpus_notes = bench_corpus(name, path, args, Path(tmp))
+            rows += corpus_rows
+            notes += corpus_notes
+    installed = [tool for tool in args.tools if importlib.util.find_spec(MODULES[tool])]
+    notes.append(
+        "versions: "
+        + (", ".join(f"{t} {importlib.metadata.version(MODULES[t])}" for t in installed) or "none")
+    )
+    report = "\n".join([*rows, "", *(f"- {note}" for note in notes)]) + "\n"
+    print(report, end="")
+    if args.markdown:
+        args.markdown.write_text(report)
 
 
 if __name__ == "__main__":
