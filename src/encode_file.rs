@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use crate::chunks::ChunkReader;
-use crate::encode::Encoder;
+use crate::encode::{ids_capacity, Encoder};
 use crate::error::{Error, Result};
 use crate::progress::{Phase, Progress};
 
@@ -111,7 +111,7 @@ pub fn encode_file(
                     path: input.to_path_buf(),
                     offset: chunk.offset + e.valid_up_to() as u64,
                 })?;
-                let mut ids = Vec::with_capacity(text.len() / 3);
+                let mut ids = Vec::with_capacity(ids_capacity(text.len()));
                 encoder.encode(text, &mut ids);
                 Ok(ids)
             })
