@@ -219,7 +219,10 @@ impl Encoder {
             match self.table.get(piece) {
                 Some(id) => out.push(id),
                 None if len >= LONG_PIECE => self.merge_long(piece, out),
-                None => self.encode_merged(piece, out, scratch),
+                None => match scratch.cache.get(piece) {
+                    Some(ids) => scratch.push_cached(ids, out),
+                    None => *scratch.cache.entry(piece) = self.merge_and_keep(piece, out, scratch),
+                },
             }
             return;
         }
@@ -233,19 +236,25 @@ impl Encoder {
         let before = out.len();
         match self.table.get_inline(&key) {
             Some(id) => out.push(id),
-            None => self.encode_merged(piece, out, scratch),
+            None => match scratch.cache.get_inline(&key) {
+                Some(ids) => scratch.push_cached(ids, out),
+                None => {
+                    *scratch.cache.entry_inline(&key) = self.merge_and_keep(piece, out, scratch)
+                }
+            },
         }
         scratch.recent.insert(&key, &out[before..]);
     }
 
-    /// Appends the ids of a piece that is not one token (and shorter than [`LONG_PIECE`]): from the
-    /// cache of merged pieces, or merged and then cached. Long pieces rarely repeat, and caching them
-    /// would let memory grow with the text.
-    fn encode_merged(&self, piece: &[u8], out: &mut Vec<u32>, scratch: &mut Scratch) {
-        if let Some((start, len)) = scratch.cache.get(piece) {
-            out.extend_from_slice(&scratch.cached_ids[start as usize..(start + len) as usize]);
-            return;
-        }
+    /// Appends the ids of a piece that is not one token (and shorter than [`LONG_PIECE`]) by merging,
+    /// and keeps a copy of them for the cache of merged pieces; returns where the copy is. Long pieces
+    /// are never cached: they rarely repeat, and caching them would let memory grow with the text.
+    fn merge_and_keep(
+        &self,
+        piece: &[u8],
+        out: &mut Vec<u32>,
+        scratch: &mut Scratch,
+    ) -> (u32, u32) {
         let before = out.len();
         self.merge_short(piece, out, scratch);
         if scratch.cache.len() >= CACHE_ENTRIES || scratch.cached_ids.len() >= CACHE_IDS {
@@ -254,7 +263,7 @@ impl Encoder {
         }
         let start = scratch.cached_ids.len() as u32;
         scratch.cached_ids.extend_from_slice(&out[before..]);
-        *scratch.cache.entry(piece) = (start, (out.len() - before) as u32);
+        (start, (out.len() - before) as u32)
     }
 
     #[inline]
@@ -411,6 +420,12 @@ struct Scratch {
 }
 
 impl Scratch {
+    /// Appends the cached ids at `(start, len)` of `cached_ids`.
+    #[inline]
+    fn push_cached(&self, (start, len): (u32, u32), out: &mut Vec<u32>) {
+        out.extend_from_slice(&self.cached_ids[start as usize..(start + len) as usize]);
+    }
+
     fn for_text(text_len: usize) -> Scratch {
         Scratch {
             symbols: Vec::new(),

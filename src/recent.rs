@@ -60,7 +60,10 @@ impl RecentPieces {
         e.lo = key.lo;
         e.hi = key.hi;
         e.meta = key.len | (ids.len() as u32) << 8;
-        e.ids[..ids.len()].copy_from_slice(ids);
+        // Element by element: a copy of a slice of unknown length is a call to memcpy.
+        for (slot, &id) in e.ids.iter_mut().zip(ids) {
+            *slot = id;
+        }
     }
 }
 
