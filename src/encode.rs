@@ -173,7 +173,13 @@ impl Encoder {
 
     /// Appends the ids of `text` to `out`.
     pub fn encode(&self, text: &str, out: &mut Vec<u32>) {
-        let mut scratch = Scratch::for_text(text.len());
+        self.encode_with(text, out, &mut Scratch::for_text(text.len()));
+    }
+
+    /// [`Self::encode`] with caller-kept buffers and caches, so that a thread encoding many pieces of
+    /// one text (`encode_file`'s chunks) keeps its caches warm. `scratch` must only ever be used with
+    /// this encoder: it holds its ids.
+    pub(crate) fn encode_with(&self, text: &str, out: &mut Vec<u32>, scratch: &mut Scratch) {
         let bytes = text.as_bytes();
         for segment in self.specials.split(text) {
             match segment {
@@ -182,7 +188,7 @@ impl Encoder {
                     for piece in pretokenize(part) {
                         // The piece's offset in `text`, so that its key can be read in place.
                         let start = piece.as_ptr() as usize - bytes.as_ptr() as usize;
-                        self.encode_piece(bytes, start, piece.len(), out, &mut scratch);
+                        self.encode_piece(bytes, start, piece.len(), out, scratch);
                     }
                 }
             }
@@ -410,8 +416,8 @@ impl Encoder {
 
 /// State reused across the pieces of one call: buffers of [`Encoder::merge_short`], the recent pieces,
 /// and a bounded cache of multi-token pieces (their ids end to end in `cached_ids`), since words that
-/// are not one token recur. Per call, so that threads share nothing.
-struct Scratch {
+/// are not one token recur. One per call or per thread, so that threads share nothing.
+pub(crate) struct Scratch {
     symbols: Vec<u32>,
     ranks: Vec<(u32, u32)>,
     recent: RecentPieces,
@@ -426,7 +432,8 @@ impl Scratch {
         out.extend_from_slice(&self.cached_ids[start as usize..(start + len) as usize]);
     }
 
-    fn for_text(text_len: usize) -> Scratch {
+    /// Sized for texts of about `text_len` bytes.
+    pub(crate) fn for_text(text_len: usize) -> Scratch {
         Scratch {
             symbols: Vec::new(),
             ranks: Vec::new(),
