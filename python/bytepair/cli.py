@@ -26,6 +26,7 @@ from .report import describe_token, length_histogram, longest_tokens, write_repo
 DEFAULT_SPECIAL_TOKEN = "<|endoftext|>"
 DEFAULT_CORPUS_VOCAB_SIZE = 1000
 _COPY_BLOCK = 1 << 20
+_INSPECT_HISTOGRAM_CAP = 16  # longer tokens share the last line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -206,10 +207,11 @@ def _inspect(args: argparse.Namespace) -> None:
         f"token length in bytes: mean {sum(lengths) / len(lengths):.2f}, "
         f"median {lengths[len(lengths) // 2]}, longest {lengths[-1]}"
     )
-    for length, count in length_histogram(vocab, specials).items():
-        print(
-            f"  {length:>3} {'#' * max(1, round(50 * count / len(ordinary))) if count else '':<50} {count:,}"
-        )
+    histogram = length_histogram(vocab, specials, _INSPECT_HISTOGRAM_CAP)
+    for length, count in histogram.items():
+        label = f"{length}+" if length == _INSPECT_HISTOGRAM_CAP else str(length)
+        bar = "#" * max(1, round(50 * count / len(ordinary))) if count else ""
+        print(f"  {label:>3} {bar:<50} {count:,}")
     spaced = sum(t.startswith(b" ") for t in ordinary)
     print(f"tokens starting with a space: {spaced:,} ({100 * spaced / len(ordinary):.0f}%)")
     print("longest tokens: " + ", ".join(describe_token(t) for t in longest_tokens(vocab, specials, 10)))

@@ -51,16 +51,22 @@ def longest_tokens(vocab: Mapping[int, bytes], special_tokens: Sequence[str], n:
     return [t for _, t in tokens[:n]]
 
 
-def length_histogram(vocab: Mapping[int, bytes], special_tokens: Sequence[str]) -> dict[int, int]:
-    """How many tokens (special tokens aside) have each length in bytes, from 1 to the longest.
+def length_histogram(
+    vocab: Mapping[int, bytes], special_tokens: Sequence[str], cap: int | None = None
+) -> dict[int, int]:
+    """How many tokens (special tokens aside) have each length in bytes, from 1 to the longest, or to
+    ``cap``, which then counts every token at least that long.
 
-    >>> length_histogram({0: b"a", 1: b"b", 2: b"abc"}, [])
-    {1: 2, 2: 0, 3: 1}
+    >>> length_histogram({0: b"a", 1: b"b", 2: b"abc", 3: b"abcd"}, [])
+    {1: 2, 2: 0, 3: 1, 4: 1}
+    >>> length_histogram({0: b"a", 1: b"b", 2: b"abc", 3: b"abcd"}, [], cap=3)
+    {1: 2, 2: 0, 3: 2}
     """
     lengths = [len(t) for t in _ordinary(vocab, special_tokens).values()]
-    counts = dict.fromkeys(range(1, max(lengths, default=0) + 1), 0)
+    longest = max(lengths, default=0) if cap is None else cap
+    counts = dict.fromkeys(range(1, longest + 1), 0)
     for length in lengths:
-        counts[length] += 1
+        counts[min(length, longest)] += 1
     return counts
 
 
@@ -147,15 +153,11 @@ def _bar_chart(rows: Sequence[tuple[str, Sequence[float]]], fmt: Callable[[float
 
 
 def _histogram_chart(histograms: Sequence[Mapping[int, int]]) -> str:
-    """Vertical bars of token counts by length, series side by side, lengths past the cap in one bar."""
-    capped = []
-    for hist in histograms:
-        bins = dict.fromkeys(range(1, _HISTOGRAM_CAP + 1), 0)
-        for length, count in hist.items():
-            bins[min(length, _HISTOGRAM_CAP)] += count
-        capped.append(bins)
+    """Vertical bars of token counts by length (histograms capped at ``_HISTOGRAM_CAP``), series side
+    by side."""
+    capped = [list(hist.values()) for hist in histograms]
     left, bottom, plot_w, plot_h = 60, 40, 960, 260
-    top = max(max(b.values()) for b in capped) or 1
+    top = max(max(b) for b in capped) or 1
     slot = plot_w / _HISTOGRAM_CAP
     bar = (slot - 4) / len(capped)
     parts = [f'<svg width="{left + plot_w + 20}" height="{plot_h + bottom + 20}" role="img">']
@@ -169,10 +171,10 @@ def _histogram_chart(histograms: Sequence[Mapping[int, int]]) -> str:
     for length in range(1, _HISTOGRAM_CAP + 1):
         x0 = left + (length - 1) * slot + 2
         for k, bins in enumerate(capped):
-            h = plot_h * bins[length] / top
+            h = plot_h * bins[length - 1] / top
             parts.append(
                 f'<rect x="{x0 + k * bar:.1f}" y="{10 + plot_h - h:.1f}" width="{bar:.1f}" height="{h:.1f}" '
-                f'fill="{COLORS[k]}"><title>{length} bytes: {bins[length]:,}</title></rect>'
+                f'fill="{COLORS[k]}"><title>{length} bytes: {bins[length - 1]:,}</title></rect>'
             )
         label = f"{length}+" if length == _HISTOGRAM_CAP else str(length)
         parts.append(
@@ -216,9 +218,11 @@ svg line.grid { stroke: #e4e8ef; }
 .legend { margin: 6px 0; } .key { margin-right: 18px; }
 .key i { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 6px; }
 .columns { display: flex; gap: 32px; flex-wrap: wrap; } .columns > div { flex: 1; min-width: 300px; }
-ol.tokens { margin: 6px 0; padding-left: 28px; columns: 2; }
-ol.tokens code { background: #eef2f8; padding: 1px 5px; border-radius: 4px; white-space: pre; }
-ol.tokens span { color: #8a94a6; font-size: 12px; }
+ol.tokens { margin: 6px 0; padding-left: 30px; }
+ol.tokens li { margin: 3px 0; }
+ol.tokens code { background: #eef2f8; padding: 1px 5px; border-radius: 4px; white-space: pre-wrap;
+                 word-break: break-all; }
+ol.tokens span { color: #8a94a6; font-size: 12px; margin-left: 6px; }
 """
 
 
@@ -281,7 +285,7 @@ def render_html(tokenizers: Mapping[str, Tokenizer], results: Sequence[CorpusRes
         "<section><h2>Token lengths</h2><p class='note'>Tokens of each length in bytes (special tokens "
         "aside).</p>"
         + _legend(names)
-        + _histogram_chart([length_histogram(t.vocab, t.special_tokens) for t in toks])
+        + _histogram_chart([length_histogram(t.vocab, t.special_tokens, _HISTOGRAM_CAP) for t in toks])
         + "</section>",
         "<section><div class='columns'>"
         + "".join(
