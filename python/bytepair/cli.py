@@ -18,10 +18,14 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 from . import Tokenizer, train_bpe
 from ._progress import ProgressBar
 from .report import describe_token, length_histogram, longest_tokens, write_report
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_SPECIAL_TOKEN = "<|endoftext|>"
 DEFAULT_CORPUS_VOCAB_SIZE = 1000
@@ -36,7 +40,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _copy_checking_utf8(path: str, out) -> None:  # noqa: ANN001 (a binary file)
+def _copy_checking_utf8(path: str, out: BinaryIO) -> None:
     """Appends file ``path`` to ``out``, raising ValueError at its first byte that is not UTF-8."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     position = 0
@@ -160,7 +164,7 @@ def _encode(args: argparse.Namespace) -> None:
     print(f"wrote {args.output} ({dtype})")
 
 
-def _load_ids(path: str, vocab_size: int):  # noqa: ANN202 (a NumPy array)
+def _load_ids(path: str, vocab_size: int) -> np.ndarray:
     import pickle
 
     import numpy as np
