@@ -20,6 +20,7 @@ __all__ = ["CorpusResult", "describe_token", "length_histogram", "longest_tokens
 
 COLORS = ["#2f6db5", "#e07b39"]
 _HISTOGRAM_CAP = 32  # longer tokens share the last bar
+_BLOCK = 1 << 22  # ids counted at a time
 
 
 def describe_token(token: bytes, quote: bool = True) -> str:
@@ -111,7 +112,12 @@ def measure(
     with tempfile.TemporaryDirectory(prefix="bytepair-") as tmp:
         out = os.path.join(tmp, "ids.npy")
         tokens = tok.encode_file(corpus, out, num_threads=num_threads, progress=progress)
-        used = int(np.count_nonzero(np.bincount(np.load(out), minlength=tok.vocab_size)))
+        ids = np.load(out, mmap_mode="r")
+        seen = np.zeros(tok.vocab_size, dtype=bool)
+        # In blocks: bincount copies its input to int64, which for a whole corpus is 4x the .npy.
+        for start in range(0, len(ids), _BLOCK):
+            seen |= np.bincount(ids[start : start + _BLOCK], minlength=tok.vocab_size) > 0
+        used = int(np.count_nonzero(seen))
     name_of_corpus = os.path.basename(corpus)
     return CorpusResult(name, name_of_corpus, os.path.getsize(corpus), tokens, used, len(tok.vocab))
 
