@@ -12,10 +12,10 @@ import pytest
 
 import bytepair
 from bytepair import GPT2_PATTERN, Tokenizer, interop
-from conftest import CS336, shared_file
+from conftest import shared_file
 
 SPECIAL = "<|endoftext|>"
-SLICE = 2_000_000  # characters of each shared corpus: enough text to meet most of the vocabulary
+SLICE = 1_000_000  # characters of each shared corpus: enough to meet most of the vocabulary
 
 
 def corpus_slice(name: str) -> str:
@@ -25,10 +25,10 @@ def corpus_slice(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def texts() -> dict[str, str]:
-    """The shared corpora's first 2 MB and the CS336 texts."""
+    """The first million characters of each shared corpus, and the CS336 texts."""
     found = {name: corpus_slice(name) for name in ["prose_en", "multilingual"]}
     for name in ["tinystories_sample.txt", "address.txt", "german.txt", "corpus.en"]:
-        found[name] = (CS336 / name).read_text(encoding="utf-8")
+        found[name] = shared_file("fixtures", "cs336", name).read_text(encoding="utf-8")
     return found
 
 
@@ -42,7 +42,10 @@ def trained(tmp_path_factory: pytest.TempPathFactory, texts: dict[str, str]) -> 
 
 @pytest.fixture(scope="module")
 def gpt2() -> Tokenizer:
-    return Tokenizer.from_files(CS336 / "gpt2_vocab.json", CS336 / "gpt2_merges.txt", [SPECIAL])
+    vocab, merges = (
+        shared_file("fixtures", "cs336", f"gpt2_{part}") for part in ["vocab.json", "merges.txt"]
+    )
+    return Tokenizer.from_files(vocab, merges, [SPECIAL])
 
 
 def documents(text: str) -> list[str]:
