@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 DEFAULT_SPECIAL_TOKEN = "<|endoftext|>"
 DEFAULT_CORPUS_VOCAB_SIZE = 1000
 _COPY_BLOCK = 1 << 20
+_DECODE_BLOCK = 1 << 20  # ids
 _INSPECT_HISTOGRAM_CAP = 16  # longer tokens share the last line
 
 
@@ -109,7 +110,7 @@ def _train(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bytepair-") as tmp:
         if not args.input:
             specials = specials or [DEFAULT_SPECIAL_TOKEN]
-            vocab_size = vocab_size or DEFAULT_CORPUS_VOCAB_SIZE
+            vocab_size = DEFAULT_CORPUS_VOCAB_SIZE if vocab_size is None else vocab_size
             path = os.path.join(tmp, "stdlib.txt")
             files = write_default_corpus(path, specials[0])
             source = f"the Python standard library ({files:,} .py files, {specials[0]} between them)"
@@ -170,7 +171,7 @@ def _load_ids(path: str, vocab_size: int) -> np.ndarray:
     import numpy as np
 
     try:
-        ids = np.load(path, allow_pickle=False)
+        ids = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, EOFError, pickle.UnpicklingError):
         raise ValueError(f"{path}: not a NumPy .npy file") from None
     if not isinstance(ids, np.ndarray) or ids.ndim != 1 or ids.dtype.kind not in "iu":
@@ -183,8 +184,19 @@ def _load_ids(path: str, vocab_size: int) -> np.ndarray:
 
 def _decode(args: argparse.Namespace) -> None:
     tok = Tokenizer.from_dir(args.dir)
-    text = tok.decode(_load_ids(args.ids, tok.vocab_size).tolist())
-    sys.stdout.buffer.write(text.encode("utf-8"))
+    ids = _load_ids(args.ids, tok.vocab_size)
+    vocab = tok.vocab
+    table = [vocab.get(i) for i in range(tok.vocab_size)]
+    # Block by block, in bounded memory; the incremental decoder gives the same text as decoding all the
+    # bytes at once, even where a block ends inside a character.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    for start in range(0, len(ids), _DECODE_BLOCK):
+        block = ids[start : start + _DECODE_BLOCK].tolist()
+        tokens = [table[i] for i in block]
+        if None in tokens:
+            raise ValueError(f"{args.ids}: id {block[tokens.index(None)]} is not in the vocabulary")
+        sys.stdout.buffer.write(decoder.decode(b"".join(tokens)).encode("utf-8"))
+    sys.stdout.buffer.write(decoder.decode(b"", final=True).encode("utf-8"))
     sys.stdout.buffer.flush()
 
 
@@ -204,7 +216,7 @@ def _inspect(args: argparse.Namespace) -> None:
     ordinary = [t for t in vocab.values() if t not in special_bytes]
     lengths = sorted(len(t) for t in ordinary)
     print(
-        f"{args.dir}: {len(vocab):,} tokens: {len(vocab) - len(tok.merges) - len(specials):,} bytes, "
+        f"{args.dir}: {len(vocab):,} tokens: {sum(len(t) == 1 for t in ordinary):,} bytes, "
         f"{len(tok.merges):,} merges, special tokens {specials}"
     )
     print(
