@@ -125,6 +125,18 @@ def test_encode_then_decode(tmp_path: Path, corpus: Path, trained: Path) -> None
     assert decoded.returncode == 0 and decoded.stdout.decode("utf-8") == TEXT
 
 
+def test_decode_in_blocks_that_cut_characters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture
+) -> None:
+    tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
+    tok.save(tmp_path / "bytes")
+    text = "日本語 über\n"
+    np.save(tmp_path / "ids.npy", np.array(tok.encode(text), dtype=np.uint16))
+    monkeypatch.setattr(cli, "_DECODE_BLOCK", 2)  # every character of 3 bytes is cut
+    assert cli.main(["decode", str(tmp_path / "bytes"), str(tmp_path / "ids.npy")]) == 0
+    assert capsysbinary.readouterr().out == text.encode("utf-8")
+
+
 def test_inspect_shows_statistics_and_a_split(trained: Path) -> None:
     result = run("inspect", str(trained), "the cat\n日")
     assert result.returncode == 0, result.stderr
@@ -180,6 +192,8 @@ def bad_inputs(tmp: Path, corpus: Path, trained: Path) -> list[tuple[list[str], 
     (tmp / "bad_specials").mkdir()
     Tokenizer({i: bytes([i]) for i in range(256)}, []).save(tmp / "bad_specials")
     (tmp / "bad_specials" / "special_tokens.json").write_text('{"<s>": 1}')
+    (tmp / "gap").mkdir()
+    Tokenizer({i: bytes([i]) for i in range(256)} | {300: b"<s>"}, [], ["<s>"]).save(tmp / "gap")
     (tmp / "bad.npy").write_text("these are not ids")
     np.save(tmp / "floats.npy", np.array([1.5, 2.0]))
     np.save(tmp / "too_big.npy", np.array([1, 280], dtype=np.uint16))
@@ -217,6 +231,7 @@ def bad_inputs(tmp: Path, corpus: Path, trained: Path) -> list[tuple[list[str], 
             1,
         ),
         (["decode", t, str(tmp / "negative.npy")], "id -1 is out of range", 1),
+        (["decode", str(tmp / "gap"), str(tmp / "too_big.npy")], "id 280 is not in the vocabulary", 1),
         (["decode", t, missing], "missing: No such file or directory", 1),
         (["export", t, "--format", "onnx", "-o", "x"], "invalid choice: 'onnx'", 2),
         (["export", t, "--format", "hf", "-o", str(tmp / "no" / "t.json")], "No such file or directory", 1),
