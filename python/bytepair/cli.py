@@ -34,8 +34,21 @@ _DECODE_BLOCK = 1 << 20  # ids
 _INSPECT_HISTOGRAM_CAP = 16  # longer tokens share the last line
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Wraps paragraphs but leaves lines that start with two spaces (examples) as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(
+            line if line.startswith("  ") else super(_Formatter, self)._fill_text(line, width, indent)
+            for line in text.split("\n")
+        )
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse with usage errors on one line, like every other error."""
+    """argparse with usage errors on one line, like every other error, and examples in the help."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(formatter_class=_Formatter, **kwargs)  # type: ignore[arg-type]
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -272,7 +285,7 @@ def _parser() -> argparse.ArgumentParser:
         "a folder DIR holding vocab.json, merges.txt and special_tokens.json, as 'train' writes it.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-    threads = {"type": int, "default": None, "help": "threads (default: every core)"}
+    threads = {"type": int, "default": None, "metavar": "N", "help": "threads (default: every core)"}
 
     train = commands.add_parser(
         "train",
@@ -281,9 +294,16 @@ def _parser() -> argparse.ArgumentParser:
         "first special token between them, or a newline without one), writes DIR, and prints a summary. "
         "With no INPUT it trains on the Python standard library's own .py files, with <|endoftext|> "
         f"between them and --vocab-size {DEFAULT_CORPUS_VOCAB_SIZE} unless given.",
+        epilog="examples:\n"
+        "  bytepair train corpus.txt --vocab-size 10000 --special-token '<|endoftext|>' --out tok\n"
+        "  bytepair train --out stdlib-tok",
     )
-    train.add_argument("input", nargs="*", help="UTF-8 text files (default: the Python standard library)")
-    train.add_argument("--vocab-size", type=int, help="tokens in all: 256 bytes + merges + special tokens")
+    train.add_argument(
+        "input", nargs="*", metavar="INPUT", help="UTF-8 text files (default: the Python standard library)"
+    )
+    train.add_argument(
+        "--vocab-size", type=int, metavar="N", help="tokens in all: 256 bytes + merges + special tokens"
+    )
     train.add_argument(
         "--special-token", action="append", default=[], metavar="TOK", help="e.g. '<|endoftext|>'; repeatable"
     )
@@ -298,6 +318,7 @@ def _parser() -> argparse.ArgumentParser:
         help="encode a text file into a .npy array of ids",
         description="Encodes the UTF-8 file INPUT with the tokenizer in DIR into a NumPy .npy file (uint16 "
         "when the vocabulary fits, else uint32), on every core, and prints tokens, MB/s and bytes per token.",
+        epilog="examples:\n  bytepair encode tok corpus.txt -o corpus.npy",
     )
     encode.add_argument("dir", metavar="DIR", help="tokenizer folder")
     encode.add_argument("input", metavar="INPUT", help="UTF-8 text file")
@@ -310,6 +331,7 @@ def _parser() -> argparse.ArgumentParser:
         help="print the text of a .npy array of ids",
         description="Decodes the ids in IDS.npy with the tokenizer in DIR and prints the text (bytes that "
         "are not UTF-8 print as U+FFFD).",
+        epilog="examples:\n  bytepair decode tok corpus.npy | less",
     )
     decode.add_argument("dir", metavar="DIR", help="tokenizer folder")
     decode.add_argument("ids", metavar="IDS.npy", help="a 1-D .npy array of ids, as 'encode' writes")
@@ -320,6 +342,7 @@ def _parser() -> argparse.ArgumentParser:
         help="vocabulary statistics, and TEXT split into tokens",
         description="Prints the vocabulary's size, token lengths and longest tokens, and, given TEXT, the "
         "tokens TEXT is split into with their ids.",
+        epilog='examples:\n  bytepair inspect tok "Hello, world! It\'s 2026."',
     )
     inspect.add_argument("dir", metavar="DIR", help="tokenizer folder")
     inspect.add_argument("text", metavar="TEXT", nargs="?", help="text to show split into tokens")
@@ -331,6 +354,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Writes the tokenizer in DIR as a HF tokenizer.json (tokenizers.Tokenizer.from_file) "
         "or a .tiktoken rank file (tiktoken.load.load_tiktoken_bpe); both encode exactly as bytepair does. "
         "Python: Tokenizer.from_hf(path) and Tokenizer.from_tiktoken(path, special_tokens) read them back.",
+        epilog="examples:\n"
+        "  bytepair export tok --format hf -o tokenizer.json\n"
+        "  bytepair export tok --format tiktoken -o tok.tiktoken",
     )
     export.add_argument("dir", metavar="DIR", help="tokenizer folder")
     export.add_argument("--format", required=True, choices=["hf", "tiktoken"], help="file format")
@@ -343,6 +369,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Encodes each corpus with the tokenizer in DIR (and DIR2: side by side) and writes one "
         "self-contained HTML page with inline SVG charts: bytes per token per corpus, the share of the "
         "vocabulary each corpus uses, token length histograms and the longest tokens.",
+        epilog="example (two tokenizers, each on both corpora):\n"
+        "  bytepair report prose-tok code-tok --corpus prose.txt --corpus code.txt -o report.html",
     )
     report.add_argument("dirs", metavar="DIR", nargs="+", help="one or two tokenizer folders")
     report.add_argument(
