@@ -67,6 +67,20 @@ def test_page_stands_alone_and_holds_the_numbers(
     assert "Side by side" in html and "Longest tokens only code has" in html
 
 
+def test_one_tokenizer_and_corpora_of_the_same_name(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "x.txt").write_text(PROSE)
+    (tmp_path / "b" / "x.txt").write_text(CODE)
+    corpora = [str(tmp_path / "a" / "x.txt"), str(tmp_path / "b" / "x.txt")]
+    tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
+    results = report.write_report({"bytes": tok}, corpora, str(tmp_path / "r.html"))
+    assert [r.corpus for r in results] == corpora
+    assert [r.tokens for r in results] == [len(PROSE), len(CODE)]
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "Tokenizer report: bytes" in html and "Side by side" not in html
+
+
 def read_png(path: Path) -> tuple[int, int, list[bytes]]:
     """Width, height and the rows of pixels of an 8-bit RGB or RGBA PNG, as Chromium writes them."""
     data = path.read_bytes()

@@ -97,8 +97,10 @@ def measure(
     corpus: str,
     num_threads: int | None = None,
     progress: bool | Callable[[str, int, int], None] = False,
+    label: str | None = None,
 ) -> CorpusResult:
-    """Encodes the file ``corpus`` (through a temporary ``.npy``) and counts its tokens and distinct ids.
+    """Encodes the file ``corpus`` (through a temporary ``.npy``) and counts its tokens and distinct ids;
+    the result names the corpus ``label``, by default the file's name.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "c.txt")
@@ -118,8 +120,8 @@ def measure(
         for start in range(0, len(ids), _BLOCK):
             seen |= np.bincount(ids[start : start + _BLOCK], minlength=tok.vocab_size) > 0
         used = int(np.count_nonzero(seen))
-    name_of_corpus = os.path.basename(corpus)
-    return CorpusResult(name, name_of_corpus, os.path.getsize(corpus), tokens, used, len(tok.vocab))
+    label = os.path.basename(corpus) if label is None else label
+    return CorpusResult(name, label, os.path.getsize(corpus), tokens, used, len(tok.vocab))
 
 
 def _esc(value: object) -> str:
@@ -320,9 +322,11 @@ def write_report(
 ) -> list[CorpusResult]:
     """Encodes every corpus with every tokenizer (at most two, named by the keys) and writes the HTML
     report to ``output``; returns the measurements, corpus by corpus."""
+    names = [os.path.basename(c) for c in corpora]
+    labels = names if len(set(names)) == len(names) else list(corpora)  # the paths tell a/x.txt from b/x.txt
     results = [
-        measure(name, tok, corpus, num_threads, progress)
-        for corpus in corpora
+        measure(name, tok, corpus, num_threads, progress, label)
+        for corpus, label in zip(corpora, labels)
         for name, tok in tokenizers.items()
     ]
     page = render_html(tokenizers, results)
