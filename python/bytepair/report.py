@@ -9,6 +9,7 @@ tokenizers (say one trained on prose, one on code) each encoding the other's cor
 from __future__ import annotations
 
 import html
+import math
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -160,18 +161,30 @@ def _bar_chart(rows: Sequence[tuple[str, Sequence[float]]], fmt: Callable[[float
     return "".join(parts)
 
 
+def _round_step(at_least: float) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... that is at least ``at_least``: gridlines at round numbers.
+
+    >>> _round_step(0.3), _round_step(544), _round_step(2001)
+    (1, 1000, 5000)
+    """
+    magnitude = 10 ** max(0, math.floor(math.log10(max(at_least, 1))))
+    return next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= at_least)
+
+
 def _histogram_chart(histograms: Sequence[Mapping[int, int]]) -> str:
     """Vertical bars of token counts by length (histograms capped at ``_HISTOGRAM_CAP``), series side
     by side."""
     capped = [list(hist.values()) for hist in histograms]
     left, bottom, plot_w, plot_h = 60, 40, 960, 260
-    top = max(max(b) for b in capped) or 1
+    step = _round_step(max(max(b) for b in capped) / 5)
+    ticks = math.ceil(max(max(b) for b in capped) / step) or 1
+    top = step * ticks
     slot = plot_w / _HISTOGRAM_CAP
     bar = (slot - 4) / len(capped)
     parts = [f'<svg width="{left + plot_w + 20}" height="{plot_h + bottom + 20}" role="img">']
-    for k in range(5):
-        value = top * k / 4
-        y = 10 + plot_h - plot_h * k / 4
+    for k in range(ticks + 1):
+        value = step * k
+        y = 10 + plot_h - plot_h * k / ticks
         parts.append(
             f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
             f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end" class="value">{value:,.0f}</text>'
