@@ -141,9 +141,10 @@ class Tokenizer:
         is tiktoken's ``{token: id}`` or a list (given the next ids). Encodes as
         ``tiktoken.Encoding(pat_str=bytepair.GPT2_PATTERN, ...)`` does; see :mod:`bytepair.interop`."""
         vocab = interop.load_tiktoken(path)
+        merges = interop.merges_from_ranks(vocab)  # before the special tokens join: never merged
         if isinstance(special_tokens, Mapping):
             vocab.update((i, s.encode("utf-8")) for s, i in special_tokens.items())
-        return cls(vocab, interop.merges_from_ranks(vocab), special_tokens)
+        return cls(vocab, merges, special_tokens)
 
     def to_hf(self, path: PathLike) -> None:
         """Writes a HF ``tokenizer.json`` that encodes as this tokenizer does."""
