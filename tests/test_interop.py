@@ -112,10 +112,10 @@ def test_from_tiktoken_gives_listed_special_tokens_the_next_ids(tmp_path: Path) 
 
 
 def test_from_tiktoken_never_merges_into_a_special_token(tmp_path: Path) -> None:
-    vocab = {i: bytes([i]) for i in range(256)} | {256: b"<s"}
-    interop.save_tiktoken(vocab, [(b"<", b"s")], [], tmp_path / "bpe.tiktoken")
-    tok = Tokenizer.from_tiktoken(tmp_path / "bpe.tiktoken", {"<s>": 257})
-    assert tok.merges == [(b"<", b"s")] and tok.encode("<s<s>") == [256, 257]
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab"}
+    interop.save_tiktoken(vocab, [(b"a", b"b")], [], tmp_path / "bpe.tiktoken")
+    tok = Tokenizer.from_tiktoken(tmp_path / "bpe.tiktoken", {"abc": 257})  # "ab" + "c", but special
+    assert tok.merges == [(b"a", b"b")] and tok.encode("ab abc") == [256, 32, 257]
 
 
 def test_merges_from_ranks_follow_tiktoken_not_the_token_order() -> None:
