@@ -268,8 +268,8 @@ def _report(args: argparse.Namespace) -> None:
     for folder in args.dirs:
         name = os.path.basename(os.path.normpath(folder)) or folder
         tokenizers[name if name not in tokenizers else folder] = Tokenizer.from_dir(folder)
-    with ProgressBar() as bar:
-        results = write_report(tokenizers, args.corpus, args.output, num_threads=args.threads, progress=bar)
+    # progress=True: a bar of its own for each encoding, so each starts at zero on a new line.
+    results = write_report(tokenizers, args.corpus, args.output, num_threads=args.threads, progress=True)
     for r in results:
         print(
             f"{r.tokenizer} on {r.corpus}: {r.bytes_per_token:.2f} bytes per token, "
