@@ -16,7 +16,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -264,10 +264,11 @@ def _export(args: argparse.Namespace) -> None:
 
 
 def _report(args: argparse.Namespace) -> None:
-    tokenizers = {}
-    for folder in args.dirs:
-        name = os.path.basename(os.path.normpath(folder)) or folder
-        tokenizers[name if name not in tokenizers else folder] = Tokenizer.from_dir(folder)
+    folders = [args.dir] + ([args.dir2] if args.dir2 else [])
+    names = [os.path.basename(os.path.normpath(folder)) or folder for folder in folders]
+    if len(set(names)) < len(names):
+        names = folders  # tok/ and other/tok/: the paths tell them apart
+    tokenizers = {name: Tokenizer.from_dir(folder) for name, folder in zip(names, folders)}
     # progress=True: a bar of its own for each encoding, so each starts at zero on a new line.
     results = write_report(tokenizers, args.corpus, args.output, num_threads=args.threads, progress=True)
     for r in results:
@@ -285,17 +286,31 @@ def _parser() -> argparse.ArgumentParser:
         "a folder DIR holding vocab.json, merges.txt and special_tokens.json, as 'train' writes it.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-    threads = {"type": int, "default": None, "metavar": "N", "help": "threads (default: every core)"}
 
-    train = commands.add_parser(
-        "train",
-        help="train a tokenizer on UTF-8 text files",
-        description="Trains a vocabulary of --vocab-size tokens on INPUT files (several are joined with the "
-        "first special token between them, or a newline without one), writes DIR, and prints a summary. "
-        "With no INPUT it trains on the Python standard library's own .py files, with <|endoftext|> "
-        f"between them and --vocab-size {DEFAULT_CORPUS_VOCAB_SIZE} unless given.",
-        epilog="examples:\n"
-        "  bytepair train corpus.txt --vocab-size 10000 --special-token '<|endoftext|>' --out tok\n"
+    def command(
+        run: Callable[[argparse.Namespace], None], summary: str, description: str, *examples: str
+    ) -> argparse.ArgumentParser:
+        """A subcommand named after ``run`` (``_train`` -> ``train``); all but train take DIR first."""
+        name = run.__name__.lstrip("_")
+        sub = commands.add_parser(
+            name, help=summary, description=description, epilog="examples:\n" + "\n".join(examples)
+        )
+        if name != "train":
+            sub.add_argument("dir", metavar="DIR", help="tokenizer folder")
+        sub.set_defaults(run=run)
+        return sub
+
+    def threads(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--threads", type=int, metavar="N", help="threads (default: every core)")
+
+    train = command(
+        _train,
+        "train a tokenizer on UTF-8 text files",
+        "Trains a vocabulary of --vocab-size tokens on INPUT files (several are joined with the first "
+        "special token between them, or a newline without one), writes DIR, and prints a summary. With no "
+        "INPUT it trains on the Python standard library's own .py files, with <|endoftext|> between them "
+        f"and --vocab-size {DEFAULT_CORPUS_VOCAB_SIZE} unless given.",
+        "  bytepair train corpus.txt --vocab-size 10000 --special-token '<|endoftext|>' --out tok",
         "  bytepair train --out stdlib-tok",
     )
     train.add_argument(
@@ -310,75 +325,63 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--out", default=".", metavar="DIR", help="folder to write the tokenizer to (default: .)"
     )
-    train.add_argument("--threads", **threads)
-    train.set_defaults(run=_train)
+    threads(train)
 
-    encode = commands.add_parser(
-        "encode",
-        help="encode a text file into a .npy array of ids",
-        description="Encodes the UTF-8 file INPUT with the tokenizer in DIR into a NumPy .npy file (uint16 "
-        "when the vocabulary fits, else uint32), on every core, and prints tokens, MB/s and bytes per token.",
-        epilog="examples:\n  bytepair encode tok corpus.txt -o corpus.npy",
+    encode = command(
+        _encode,
+        "encode a text file into a .npy array of ids",
+        "Encodes the UTF-8 file INPUT with the tokenizer in DIR into a NumPy .npy file (uint16 when the "
+        "vocabulary fits, else uint32), on every core, and prints tokens, MB/s and bytes per token.",
+        "  bytepair encode tok corpus.txt -o corpus.npy",
     )
-    encode.add_argument("dir", metavar="DIR", help="tokenizer folder")
     encode.add_argument("input", metavar="INPUT", help="UTF-8 text file")
     encode.add_argument("-o", "--output", required=True, metavar="OUT.npy", help="the .npy file to write")
-    encode.add_argument("--threads", **threads)
-    encode.set_defaults(run=_encode)
+    threads(encode)
 
-    decode = commands.add_parser(
-        "decode",
-        help="print the text of a .npy array of ids",
-        description="Decodes the ids in IDS.npy with the tokenizer in DIR and prints the text (bytes that "
-        "are not UTF-8 print as U+FFFD).",
-        epilog="examples:\n  bytepair decode tok corpus.npy | less",
+    decode = command(
+        _decode,
+        "print the text of a .npy array of ids",
+        "Decodes the ids in IDS.npy with the tokenizer in DIR and prints the text (bytes that are not UTF-8 "
+        "print as U+FFFD).",
+        "  bytepair decode tok corpus.npy | less",
     )
-    decode.add_argument("dir", metavar="DIR", help="tokenizer folder")
     decode.add_argument("ids", metavar="IDS.npy", help="a 1-D .npy array of ids, as 'encode' writes")
-    decode.set_defaults(run=_decode)
 
-    inspect = commands.add_parser(
-        "inspect",
-        help="vocabulary statistics, and TEXT split into tokens",
-        description="Prints the vocabulary's size, token lengths and longest tokens, and, given TEXT, the "
-        "tokens TEXT is split into with their ids.",
-        epilog='examples:\n  bytepair inspect tok "Hello, world! It\'s 2026."',
+    inspect = command(
+        _inspect,
+        "vocabulary statistics, and TEXT split into tokens",
+        "Prints the vocabulary's size, token lengths and longest tokens, and, given TEXT, the tokens TEXT "
+        "is split into with their ids.",
+        '  bytepair inspect tok "Hello, world! It\'s 2026."',
     )
-    inspect.add_argument("dir", metavar="DIR", help="tokenizer folder")
     inspect.add_argument("text", metavar="TEXT", nargs="?", help="text to show split into tokens")
-    inspect.set_defaults(run=_inspect)
 
-    export = commands.add_parser(
-        "export",
-        help="write a HF tokenizer.json or a tiktoken rank file",
-        description="Writes the tokenizer in DIR as a HF tokenizer.json (tokenizers.Tokenizer.from_file) "
-        "or a .tiktoken rank file (tiktoken.load.load_tiktoken_bpe); both encode exactly as bytepair does. "
-        "Python: Tokenizer.from_hf(path) and Tokenizer.from_tiktoken(path, special_tokens) read them back.",
-        epilog="examples:\n"
-        "  bytepair export tok --format hf -o tokenizer.json\n"
+    export = command(
+        _export,
+        "write a HF tokenizer.json or a tiktoken rank file",
+        "Writes the tokenizer in DIR as a HF tokenizer.json (tokenizers.Tokenizer.from_file) or a .tiktoken "
+        "rank file (tiktoken.load.load_tiktoken_bpe); both encode exactly as bytepair does. In Python, "
+        "Tokenizer.from_hf(path) and Tokenizer.from_tiktoken(path, special_tokens) read them back.",
+        "  bytepair export tok --format hf -o tokenizer.json",
         "  bytepair export tok --format tiktoken -o tok.tiktoken",
     )
-    export.add_argument("dir", metavar="DIR", help="tokenizer folder")
     export.add_argument("--format", required=True, choices=["hf", "tiktoken"], help="file format")
     export.add_argument("-o", "--output", required=True, metavar="PATH", help="file to write")
-    export.set_defaults(run=_export)
 
-    report = commands.add_parser(
-        "report",
-        help="an HTML report: compression, token lengths, vocab use; two tokenizers side by side",
-        description="Encodes each corpus with the tokenizer in DIR (and DIR2: side by side) and writes one "
+    report = command(
+        _report,
+        "an HTML report: compression, token lengths, vocab use; two tokenizers side by side",
+        "Encodes each corpus with the tokenizer in DIR (and DIR2: side by side) and writes one "
         "self-contained HTML page with inline SVG charts: bytes per token per corpus, the share of the "
         "vocabulary each corpus uses, token length histograms and the longest tokens.",
-        epilog="example (two tokenizers, each on both corpora):\n"
         "  bytepair report prose-tok code-tok --corpus prose.txt --corpus code.txt -o report.html",
     )
-    report.add_argument("dirs", metavar="DIR", nargs="+", help="one or two tokenizer folders")
+    report.add_argument("dir2", metavar="DIR2", nargs="?", help="a second tokenizer folder, side by side")
     report.add_argument(
         "--corpus", action="append", required=True, metavar="FILE", help="UTF-8 text; repeatable"
     )
     report.add_argument("-o", "--output", required=True, metavar="report.html", help="the HTML file to write")
-    report.add_argument("--threads", **threads)
-    report.set_defaults(run=_report)
+    threads(report)
     return parser
 
 
@@ -392,8 +395,6 @@ def main(argv: list[str] | None = None) -> int:
     """Runs the command line with ``argv`` (default: ``sys.argv[1:]``) and returns the exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
-    if getattr(args, "dirs", None) is not None and len(args.dirs) > 2:
-        parser.error("report compares at most two tokenizers")
     try:
         args.run(args)
     except (OSError, ValueError, TypeError, OverflowError) as e:
