@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -248,6 +249,22 @@ def test_errors_are_one_line_without_traceback(tmp_path: Path, corpus: Path, tra
         assert result.returncode == status, (args, result.stderr)
         assert result.stderr.count("\n") == 1 and message in result.stderr, (args, result.stderr)
         assert result.stderr.startswith("bytepair"), result.stderr
+
+
+def test_ctrl_c_while_training_exits_130(tmp_path: Path) -> None:
+    leader, follower = pty.openpty()
+    command = [sys.executable, "-m", "bytepair", "train", "--vocab-size", "50000", "--out", str(tmp_path)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=follower, text=True)
+    os.close(follower)
+    drawn = ""
+    while "pre-tokenizing" not in drawn:  # training has started: the bar is drawn
+        drawn += os.read(leader, 1 << 16).decode()
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) == 130
+    while not drawn.endswith("\n") or "bytepair:" not in drawn:
+        drawn += os.read(leader, 1 << 16).decode()
+    os.close(leader)
+    assert drawn.splitlines()[-1] == "bytepair: interrupted" and "Traceback" not in drawn
 
 
 def test_ctrl_c_exits_130_with_one_line(
