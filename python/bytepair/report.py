@@ -268,7 +268,7 @@ def _comparison(names: Sequence[str], toks: Sequence[Tokenizer], results: Sequen
     )
 
 
-def render_html(tokenizers: Mapping[str, Tokenizer], results: Sequence[CorpusResult]) -> str:
+def _render_html(tokenizers: Mapping[str, Tokenizer], results: Sequence[CorpusResult]) -> str:
     """The report page for ``results``, which hold every tokenizer on each corpus, corpus by corpus."""
     names, toks = list(tokenizers), list(tokenizers.values())
     by_corpus: dict[str, list[CorpusResult]] = {}
@@ -342,7 +342,7 @@ def write_report(
         for corpus, label in zip(corpora, labels)
         for name, tok in tokenizers.items()
     ]
-    page = render_html(tokenizers, results)
+    page = _render_html(tokenizers, results)
     with open(output, "w", encoding="utf-8") as f:
         f.write(page)
     return results
