@@ -120,6 +120,7 @@ def _peak_memory_mb() -> float:
 def _train(args: argparse.Namespace) -> None:
     specials = list(dict.fromkeys(args.special_token))
     vocab_size = args.vocab_size
+    os.makedirs(args.out, exist_ok=True)  # fail before training, not after
     with tempfile.TemporaryDirectory(prefix="bytepair-") as tmp:
         if not args.input:
             specials = specials or [DEFAULT_SPECIAL_TOKEN]
