@@ -120,7 +120,6 @@ def _peak_memory_mb() -> float:
 def _train(args: argparse.Namespace) -> None:
     specials = list(dict.fromkeys(args.special_token))
     vocab_size = args.vocab_size
-    os.makedirs(args.out, exist_ok=True)  # fail before training, not after
     with tempfile.TemporaryDirectory(prefix="bytepair-") as tmp:
         if not args.input:
             specials = specials or [DEFAULT_SPECIAL_TOKEN]
@@ -136,6 +135,7 @@ def _train(args: argparse.Namespace) -> None:
             path = os.path.join(tmp, "inputs.txt")
             concatenate(args.input, specials[0] if specials else "\n", path)
             source = f"{len(args.input)} files"
+        os.makedirs(args.out, exist_ok=True)  # fail before training, not after
         size = os.path.getsize(path)
         start = time.monotonic()
         with ProgressBar() as bar:
