@@ -98,6 +98,8 @@ pub fn train_counts(
     let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     let mut words = Words::new(counts);
     let mut pairs = count_pairs(&words);
+    // Setting up takes a while with millions of distinct pre-tokens: a chance to stop before merging.
+    progress.report(Phase::Merge, 0, num_merges as u64)?;
     let mut queue = MergeQueue::from_vec(
         pairs
             .iter()
