@@ -1,10 +1,11 @@
 """Memory: training grows with the number of distinct pre-tokens, not with the file; encode_file and
 encode_iterable stay bounded whatever the input size.
 
-Each measurement is the peak RSS of a fresh child process (from ``os.wait4``), so nothing else the test
-process holds counts. The default sizes (50 and 200 MB) keep the suite quick; ``BYTEPAIR_LONG_TESTS=1``
-adds the sizes of the reliability issue: training on 2 GB under 500 MB, encode_file on 1.2 GB of code
-under 300 MB, encode_iterable over 200 MB growing less than 20 MB.
+Each measurement is the peak RSS of a fresh child process, read by the child itself (see
+``conftest.MEMORY_PROBE``), so nothing the test process holds counts. The default sizes (50 and 200 MB)
+keep the suite quick; ``BYTEPAIR_LONG_TESTS=1`` adds the sizes of the reliability issue: training on
+2 GB under 500 MB, encode_file on 1.2 GB of code under 300 MB, encode_iterable over 200 MB growing less
+than 20 MB.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import MEMORY_PROBE
+
 LONG = os.environ.get("BYTEPAIR_LONG_TESTS") == "1"
 long_only = pytest.mark.skipif(not LONG, reason="long variant: set BYTEPAIR_LONG_TESTS=1")
 EOT = "<|endoftext|>"
@@ -25,14 +28,12 @@ MB = 1 << 20
 
 
 def peak_rss_mb(script: str, *args: str) -> tuple[str, float]:
-    """Runs ``script`` in a fresh Python; returns its stdout and its peak RSS in MB."""
-    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], stdout=subprocess.PIPE)
-    assert child.stdout is not None
-    out = child.stdout.read().decode()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    assert child.returncode == 0, out
-    return out, usage.ru_maxrss / 1024
+    """Runs ``script`` in a fresh Python; returns its stdout and its own peak RSS in MB."""
+    code = MEMORY_PROBE + textwrap.dedent(script) + "\nprint(rss_mb())\n"
+    child = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    assert child.returncode == 0, child.stderr
+    out, peak = child.stdout.rsplit("\n", 2)[:2]
+    return out, float(peak)
 
 
 def code_block() -> str:
@@ -133,13 +134,14 @@ def test_encode_file_on_1_2gb_of_code_stays_under_300mb(block: str, tmp_path: Pa
 def test_encode_iterable_over_200mb_grows_less_than_20mb(block: str, tmp_path: Path) -> None:
     src = repeat_to(tmp_path / "200.txt", block, 200 * MB)
     script = """
-        import resource, sys, bytepair
+        import sys, bytepair
         tok = bytepair.Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"th", 257: b"the"},
                                  [(b"t", b"h"), (b"th", b"e")], ["<|endoftext|>"])
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        reset_peak()
+        before = rss_mb("VmRSS")
         with open(sys.argv[1], encoding="utf-8") as f:
             n = sum(1 for _ in tok.encode_iterable(f))
-        print(n, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+        print(n, rss_mb() - before)
     """
     out, _ = peak_rss_mb(script, str(src))
     count, growth_mb = out.split()
