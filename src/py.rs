@@ -81,7 +81,12 @@ fn run_interruptible<T: Send>(
                     progress.cancel(err);
                 }
             }
-            worker.join().unwrap_or_else(|panic| resume_unwind(panic))
+            let result = worker.join().unwrap_or_else(|panic| resume_unwind(panic));
+            // Ctrl-C that came after the work's last report: the signal was consumed, so raise it.
+            match progress.take_raised() {
+                Some(err) if result.is_ok() => Err(err),
+                _ => result,
+            }
         })
     })
 }
@@ -121,10 +126,13 @@ impl PyProgress {
         self.cancelled.store(true, Ordering::Relaxed);
     }
 
+    fn take_raised(&self) -> Option<PyErr> {
+        self.raised.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
     /// The Python exception that stopped the work, if any, else `e` converted.
     fn error(&self, e: Error) -> PyErr {
-        let raised = self.raised.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match (e, raised) {
+        match (e, self.take_raised()) {
             (Error::Interrupted, Some(err)) => err,
             (e, _) => to_py_err(e),
         }
