@@ -4,17 +4,16 @@
 //! vocabulary and cache lookups of encoding. With a general map of boxed keys each lookup is a probe,
 //! a pointer chase to the key and a `memcmp` call; profiling put that at about a quarter of encoding's
 //! instructions. Nearly all pre-tokens and tokens are at most 16 bytes, so this map stores such keys
-//! inline as two overlapping 8-byte (or 4-byte) words — the form foldhash itself hashes short strings
-//! from: for a given length, the two words determine the bytes. A lookup is two loads of the key, a
-//! multiply and a linear probe comparing two words and a length, in one slot array. Longer keys (and
-//! the empty key) go to an ordinary map.
+//! inline as two zero-padded 8-byte words and a length ([`InlineKey`]). A lookup is two loads of the
+//! key, a multiply and a linear probe comparing two words and a length, in one slot array. Longer keys
+//! (and the empty key) go to an ordinary map.
 
 use std::collections::HashMap;
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The longest key stored inline.
-const INLINE: usize = 16;
+pub const INLINE: usize = 16;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot<V> {
@@ -34,49 +33,83 @@ pub struct BytesMap<V> {
     long: FastMap<Box<[u8]>, V>,
 }
 
-/// The inline words of a key of 1 to 16 bytes: its first and last 8 bytes when it has 8 or more, else
-/// its first and last 4, else its bytes.
-#[inline(always)]
-fn words(b: &[u8]) -> (u64, u64) {
-    let n = b.len();
-    if n >= 8 {
-        (
-            u64::from_le_bytes(b[..8].try_into().unwrap()),
-            u64::from_le_bytes(b[n - 8..].try_into().unwrap()),
-        )
-    } else if n >= 4 {
-        (
-            u32::from_le_bytes(b[..4].try_into().unwrap()) as u64,
-            u32::from_le_bytes(b[n - 4..].try_into().unwrap()) as u64,
-        )
-    } else {
-        (b[0] as u64 | (b[n / 2] as u64) << 8, b[n - 1] as u64)
-    }
+/// A key of 1 to [`INLINE`] bytes as the map stores it: its bytes as two little-endian words, zero-padded
+/// (bytes 0..8 in `lo`, 8..16 in `hi`), its length, and its hash. A key is computed once and serves
+/// every lookup of the same bytes, here and in the encoder's cache of recent pieces.
+#[derive(Clone, Copy, Debug)]
+pub struct InlineKey {
+    pub lo: u64,
+    pub hi: u64,
+    pub len: u32,
+    pub hash: u64,
 }
 
-/// The key back from its words (inverse of [`words`] for the given length).
-fn unwords(lo: u64, hi: u64, n: usize) -> [u8; INLINE] {
-    let mut b = [0u8; INLINE];
-    if n >= 8 {
-        b[..8].copy_from_slice(&lo.to_le_bytes());
-        b[n - 8..n].copy_from_slice(&hi.to_le_bytes());
-    } else if n >= 4 {
-        b[..4].copy_from_slice(&(lo as u32).to_le_bytes());
-        b[n - 4..n].copy_from_slice(&(hi as u32).to_le_bytes());
-    } else {
-        b[0] = lo as u8;
-        b[n / 2] = (lo >> 8) as u8;
-        b[n - 1] = hi as u8;
+/// `MASK[n]` keeps the low `n` bytes of a word.
+const MASK: [u64; 9] = {
+    let mut m = [0u64; 9];
+    let mut n = 1;
+    while n < 9 {
+        m[n] = u64::MAX >> (64 - 8 * n);
+        n += 1;
     }
-    b
-}
+    m
+};
 
-#[inline(always)]
-fn slot_hash(lo: u64, hi: u64, len: usize) -> usize {
-    // A folded multiply (as in foldhash): the 128-bit product mixes every input bit into both halves.
-    let x = (lo ^ 0x243F_6A88_85A3_08D3) as u128
-        * (hi ^ (len as u64) << 56 ^ 0x1319_8A2E_0370_7344) as u128;
-    ((x as u64) ^ (x >> 64) as u64) as usize
+impl InlineKey {
+    fn from_words(lo: u64, hi: u64, len: usize) -> InlineKey {
+        // A folded multiply (as in foldhash): the 128-bit product mixes every input bit into both halves.
+        let x = (lo ^ 0x243F_6A88_85A3_08D3) as u128
+            * (hi ^ (len as u64) << 56 ^ 0x1319_8A2E_0370_7344) as u128;
+        InlineKey {
+            lo,
+            hi,
+            len: len as u32,
+            hash: (x as u64) ^ (x >> 64) as u64,
+        }
+    }
+
+    /// The key of `bytes`, which must be 1 to [`INLINE`] bytes long.
+    #[inline]
+    pub fn new(bytes: &[u8]) -> InlineKey {
+        let mut padded = [0u8; INLINE];
+        padded[..bytes.len()].copy_from_slice(bytes);
+        InlineKey::from_words(
+            u64::from_le_bytes(padded[..8].try_into().unwrap()),
+            u64::from_le_bytes(padded[8..].try_into().unwrap()),
+            bytes.len(),
+        )
+    }
+
+    /// The key of `text[start..start + len]` (`len` from 1 to [`INLINE`]), equal to
+    /// `InlineKey::new(&text[start..start + len])`. Where 16 bytes of `text` follow `start` it is two
+    /// loads and two masks, with no branch on the length: the encoder computes one for nearly every
+    /// pre-token, and pre-token lengths are too irregular for a branch on them to be predicted.
+    #[inline(always)]
+    pub fn at(text: &[u8], start: usize, len: usize) -> InlineKey {
+        debug_assert!((1..=INLINE).contains(&len));
+        match text.get(start..start + INLINE) {
+            Some(window) => InlineKey::from_words(
+                u64::from_le_bytes(window[..8].try_into().unwrap()) & MASK[len.min(8)],
+                u64::from_le_bytes(window[8..].try_into().unwrap()) & MASK[len.saturating_sub(8)],
+                len,
+            ),
+            None => InlineKey::new(&text[start..start + len]),
+        }
+    }
+
+    /// Whether `self` and `other` hold the same bytes.
+    #[inline(always)]
+    pub fn same_bytes(&self, other: &InlineKey) -> bool {
+        self.lo == other.lo && self.hi == other.hi && self.len == other.len
+    }
+
+    /// The key's bytes, in the first `len` bytes of the result.
+    pub fn bytes(&self) -> [u8; INLINE] {
+        let mut b = [0u8; INLINE];
+        b[..8].copy_from_slice(&self.lo.to_le_bytes());
+        b[8..].copy_from_slice(&self.hi.to_le_bytes());
+        b
+    }
 }
 
 impl<V: Copy + Default> Default for BytesMap<V> {
@@ -97,13 +130,13 @@ impl<V: Copy + Default> BytesMap<V> {
         }
     }
 
-    /// The slot holding `key` (inline-sized, non-empty), or the empty slot where it would go.
+    /// The slot holding `key`, or the empty slot where it would go.
     #[inline(always)]
-    fn find(&self, lo: u64, hi: u64, n: usize) -> usize {
-        let mut i = slot_hash(lo, hi, n) & self.mask;
+    fn find(&self, key: &InlineKey) -> usize {
+        let mut i = key.hash as usize & self.mask;
         loop {
             let s = &self.slots[i];
-            if s.len == 0 || (s.len as usize == n && s.lo == lo && s.hi == hi) {
+            if s.len == 0 || (s.len == key.len && s.lo == key.lo && s.hi == key.hi) {
                 return i;
             }
             i = (i + 1) & self.mask;
@@ -117,8 +150,13 @@ impl<V: Copy + Default> BytesMap<V> {
         if n > INLINE || n == 0 {
             return self.long.get(key).copied();
         }
-        let (lo, hi) = words(key);
-        let s = &self.slots[self.find(lo, hi, n)];
+        self.get_inline(&InlineKey::new(key))
+    }
+
+    /// The value of the key `key` stands for, if present.
+    #[inline]
+    pub fn get_inline(&self, key: &InlineKey) -> Option<V> {
+        let s = &self.slots[self.find(key)];
         (s.len != 0).then_some(s.value)
     }
 
@@ -132,17 +170,22 @@ impl<V: Copy + Default> BytesMap<V> {
             }
             return self.long.get_mut(key).expect("inserted above");
         }
-        let (lo, hi) = words(key);
-        let mut i = self.find(lo, hi, n);
+        self.entry_inline(&InlineKey::new(key))
+    }
+
+    /// [`Self::entry`] for the key `key` stands for.
+    #[inline]
+    pub fn entry_inline(&mut self, key: &InlineKey) -> &mut V {
+        let mut i = self.find(key);
         if self.slots[i].len == 0 {
             if (self.inline_len + 1) * 8 > self.slots.len() * 5 {
                 self.grow();
-                i = self.find(lo, hi, n);
+                i = self.find(key);
             }
             self.slots[i] = Slot {
-                lo,
-                hi,
-                len: n as u32,
+                lo: key.lo,
+                hi: key.hi,
+                len: key.len,
                 value: V::default(),
             };
             self.inline_len += 1;
@@ -155,7 +198,7 @@ impl<V: Copy + Default> BytesMap<V> {
         let old = std::mem::replace(&mut self.slots, doubled);
         self.mask = self.slots.len() - 1;
         for s in old.into_iter().filter(|s| s.len != 0) {
-            let i = self.find(s.lo, s.hi, s.len as usize);
+            let i = self.find(&InlineKey::from_words(s.lo, s.hi, s.len as usize));
             self.slots[i] = s;
         }
     }
@@ -179,8 +222,8 @@ impl<V: Copy + Default> BytesMap<V> {
     /// Calls `f(key, value)` for every key, in no particular order.
     pub fn for_each(&self, mut f: impl FnMut(&[u8], V)) {
         for s in self.slots.iter().filter(|s| s.len != 0) {
-            let n = s.len as usize;
-            f(&unwords(s.lo, s.hi, n)[..n], s.value);
+            let key = InlineKey::from_words(s.lo, s.hi, s.len as usize);
+            f(&key.bytes()[..s.len as usize], s.value);
         }
         for (k, &v) in &self.long {
             f(k, v);
@@ -227,6 +270,19 @@ mod tests {
         assert_eq!(seen, reference);
         map.clear();
         assert!(map.is_empty() && map.get(&keys[5]).is_none());
+    }
+
+    #[test]
+    fn keys_read_in_place_equal_keys_of_slices() {
+        let text: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(97) | 1).collect();
+        for start in 0..text.len() {
+            for len in 1..=INLINE.min(text.len() - start) {
+                let slice = &text[start..start + len];
+                let (a, b) = (InlineKey::at(&text, start, len), InlineKey::new(slice));
+                assert!(a.same_bytes(&b) && a.hash == b.hash, "{start} {len}");
+                assert_eq!(&a.bytes()[..len], slice);
+            }
+        }
     }
 
     #[test]

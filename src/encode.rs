@@ -23,10 +23,11 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use crate::bytes_map::BytesMap;
+use crate::bytes_map::{BytesMap, InlineKey, INLINE};
 use crate::chunks::{last_safe_cut, lookahead};
 use crate::error::{Error, Result};
 use crate::pretokenize::pretokenize;
+use crate::recent::RecentPieces;
 use crate::special::{Segment, SpecialTokens};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -48,6 +49,13 @@ const CACHE_IDS: usize = 1 << 20;
 /// How far ids may run past the number of tokens: ids index a table, so one huge id would make it
 /// huge (and an allocation failure aborts the process).
 const MAX_ID_GAP: u32 = 1 << 20;
+
+/// Room for the ids of `len` bytes of text, reserved up front so that the id buffer is not regrown and
+/// copied: 0.75 ids per byte covers real text (English prose makes ~0.3, C code and CJK-heavy text
+/// ~0.5), and pages of the reservation that are never written cost no memory.
+pub fn ids_capacity(len: usize) -> usize {
+    len / 2 + len / 4 + 16
+}
 
 /// For each pair of token ids whose concatenation is a multi-byte token: that token's rank and id. The
 /// key packs the two ids into a u64.
@@ -165,13 +173,22 @@ impl Encoder {
 
     /// Appends the ids of `text` to `out`.
     pub fn encode(&self, text: &str, out: &mut Vec<u32>) {
-        let mut scratch = Scratch::default();
+        self.encode_with(text, out, &mut Scratch::for_text(text.len()));
+    }
+
+    /// [`Self::encode`] with caller-kept buffers and caches, so that a thread encoding many pieces of
+    /// one text (`encode_file`'s chunks) keeps its caches warm. `scratch` must only ever be used with
+    /// this encoder: it holds its ids.
+    pub(crate) fn encode_with(&self, text: &str, out: &mut Vec<u32>, scratch: &mut Scratch) {
+        let bytes = text.as_bytes();
         for segment in self.specials.split(text) {
             match segment {
                 Segment::Special(i) => out.push(self.special_ids[i]),
                 Segment::Text(part) => {
                     for piece in pretokenize(part) {
-                        self.encode_piece(piece.as_bytes(), out, &mut scratch);
+                        // The piece's offset in `text`, so that its key can be read in place.
+                        let start = piece.as_ptr() as usize - bytes.as_ptr() as usize;
+                        self.encode_piece(bytes, start, piece.len(), out, scratch);
                     }
                 }
             }
@@ -192,22 +209,58 @@ impl Encoder {
         end
     }
 
-    /// Appends the ids of one pre-token: a whole token, a cached piece, or merged (and cached when
-    /// short; long pieces rarely repeat, and caching them would let memory grow with the text).
+    /// Appends the ids of the pre-token `text[start..start + len]`: from the cache of recent pieces, as
+    /// a whole token, from the cache of merged pieces, or merged.
     #[inline]
-    fn encode_piece(&self, piece: &[u8], out: &mut Vec<u32>, scratch: &mut Scratch) {
-        if let Some(id) = self.table.get(piece) {
-            out.push(id);
+    fn encode_piece(
+        &self,
+        text: &[u8],
+        start: usize,
+        len: usize,
+        out: &mut Vec<u32>,
+        scratch: &mut Scratch,
+    ) {
+        let piece = &text[start..start + len];
+        if len > INLINE {
+            match self.table.get(piece) {
+                Some(id) => out.push(id),
+                None if len >= LONG_PIECE => self.merge_long(piece, out),
+                None => match scratch.cache.get(piece) {
+                    Some(ids) => scratch.push_cached(ids, out),
+                    None => *scratch.cache.entry(piece) = self.merge_and_keep(piece, out, scratch),
+                },
+            }
             return;
         }
-        if piece.len() >= LONG_PIECE {
-            self.merge_long(piece, out);
+        let key = InlineKey::at(text, start, len);
+        if let Some(ids) = scratch.recent.get(&key) {
+            for &id in ids {
+                out.push(id);
+            }
             return;
         }
-        if let Some((start, len)) = scratch.cache.get(piece) {
-            out.extend_from_slice(&scratch.cached_ids[start as usize..(start + len) as usize]);
-            return;
+        let before = out.len();
+        match self.table.get_inline(&key) {
+            Some(id) => out.push(id),
+            None => match scratch.cache.get_inline(&key) {
+                Some(ids) => scratch.push_cached(ids, out),
+                None => {
+                    *scratch.cache.entry_inline(&key) = self.merge_and_keep(piece, out, scratch)
+                }
+            },
         }
+        scratch.recent.insert(&key, &out[before..]);
+    }
+
+    /// Appends the ids of a piece that is not one token (and shorter than [`LONG_PIECE`]) by merging,
+    /// and keeps a copy of them for the cache of merged pieces; returns where the copy is. Long pieces
+    /// are never cached: they rarely repeat, and caching them would let memory grow with the text.
+    fn merge_and_keep(
+        &self,
+        piece: &[u8],
+        out: &mut Vec<u32>,
+        scratch: &mut Scratch,
+    ) -> (u32, u32) {
         let before = out.len();
         self.merge_short(piece, out, scratch);
         if scratch.cache.len() >= CACHE_ENTRIES || scratch.cached_ids.len() >= CACHE_IDS {
@@ -216,7 +269,7 @@ impl Encoder {
         }
         let start = scratch.cached_ids.len() as u32;
         scratch.cached_ids.extend_from_slice(&out[before..]);
-        *scratch.cache.entry(piece) = (start, (out.len() - before) as u32);
+        (start, (out.len() - before) as u32)
     }
 
     #[inline]
@@ -361,15 +414,34 @@ impl Encoder {
     }
 }
 
-/// State reused across the pieces of one call: buffers of [`Encoder::merge_short`], and a bounded
-/// cache of multi-token pieces (their ids end to end in `cached_ids`), since words that are not one
-/// token recur. Per call, so that threads share nothing.
-#[derive(Default)]
-struct Scratch {
+/// State reused across the pieces of one call: buffers of [`Encoder::merge_short`], the recent pieces,
+/// and a bounded cache of multi-token pieces (their ids end to end in `cached_ids`), since words that
+/// are not one token recur. One per call or per thread, so that threads share nothing.
+pub(crate) struct Scratch {
     symbols: Vec<u32>,
     ranks: Vec<(u32, u32)>,
+    recent: RecentPieces,
     cache: BytesMap<(u32, u32)>,
     cached_ids: Vec<u32>,
+}
+
+impl Scratch {
+    /// Appends the cached ids at `(start, len)` of `cached_ids`.
+    #[inline]
+    fn push_cached(&self, (start, len): (u32, u32), out: &mut Vec<u32>) {
+        out.extend_from_slice(&self.cached_ids[start as usize..(start + len) as usize]);
+    }
+
+    /// Sized for texts of about `text_len` bytes.
+    pub(crate) fn for_text(text_len: usize) -> Scratch {
+        Scratch {
+            symbols: Vec::new(),
+            ranks: Vec::new(),
+            recent: RecentPieces::for_text(text_len),
+            cache: BytesMap::default(),
+            cached_ids: Vec::new(),
+        }
+    }
 }
 
 /// Every way to write each multi-byte token as two tokens, with the token's rank (see module docs).
@@ -491,7 +563,7 @@ mod tests {
             for tail in ["", "b", "ab"] {
                 let piece = format!("{}{tail}", "a".repeat(n));
                 let (mut short, mut long) = (Vec::new(), Vec::new());
-                e.merge_short(piece.as_bytes(), &mut short, &mut Scratch::default());
+                e.merge_short(piece.as_bytes(), &mut short, &mut Scratch::for_text(0));
                 e.merge_long(piece.as_bytes(), &mut long);
                 assert_eq!(short, long, "{n} {tail}");
             }
@@ -542,7 +614,7 @@ mod tests {
                     .map(|_| alphabet[xorshift(&mut seed) as usize % alphabet.len()])
                     .collect();
                 let (mut short, mut long) = (Vec::new(), Vec::new());
-                e.merge_short(&piece, &mut short, &mut Scratch::default());
+                e.merge_short(&piece, &mut short, &mut Scratch::for_text(0));
                 e.merge_long(&piece, &mut long);
                 assert_eq!(
                     short,

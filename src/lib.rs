@@ -9,6 +9,7 @@
 //! - [`train`] and [`queue`]: choosing merges incrementally, ties to the greatest pair of byte strings.
 //! - [`encode`]: text to ids and back, identical to tiktoken for the same ranks.
 //! - [`bytes_map`]: the byte-string map behind counting and encoding's lookups.
+//! - [`recent`]: the encoder's small cache of recently seen pre-tokens.
 //! - [`encode_file`]: whole files to `.npy` arrays of ids, on all cores, in bounded memory.
 //! - `py` (feature `python`): the PyO3 binding; nothing else knows about Python.
 //!
@@ -33,6 +34,7 @@ pub mod error;
 pub mod pretokenize;
 pub mod progress;
 pub mod queue;
+pub mod recent;
 pub mod special;
 pub mod train;
 mod unicode_tables;

@@ -14,7 +14,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
-use crate::encode::Encoder;
+use crate::encode::{ids_capacity, Encoder};
 use crate::encode_file::{encode_file, Dtype};
 use crate::error::Error;
 use crate::progress::{Phase, Progress};
@@ -218,23 +218,28 @@ const CACHED_INTS: u32 = 1 << 17;
 impl PyEncoder {
     /// A Python list of `ids`. Python caches only the ints up to 256, so converting each id allocates
     /// an int, and the list of a 20 MB text took longer than encoding it (about 48 ns an id, 6.7M ids;
-    /// encode() ran at 33 MB/s where the engine runs at 71). Filling the list with new references to
-    /// the preallocated ints costs a few ns an id.
+    /// encode() ran at 33 MB/s where the engine runs at 71). Filling a new list with new references to
+    /// the preallocated ints, with the interpreter's inline reference counting, costs a few ns an id.
     fn to_list<'py>(&self, py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
         let len = isize::try_from(ids.len())
             .map_err(|_| PyValueError::new_err("too many ids for a list"))?;
-        // SAFETY: PyList_New returns a new reference (checked for NULL) to a list of `len` empty slots,
-        // and each slot is filled exactly once with an owned reference (PyList_SetItem steals it);
-        // the GIL is held throughout (we have `py`).
+        // SAFETY: PyList_New returns a new reference (checked for NULL) to a list of `len` NULL slots.
+        // Each slot is written exactly once, before the list is used, with an owned reference
+        // (PyList_SET_ITEM is the macro meant for filling a brand-new list; it steals the reference).
+        // The GIL is held throughout (we have `py`), and a failed int conversion drops the partly
+        // filled list, whose remaining slots are NULL, which list deallocation allows.
         unsafe {
-            let list = ffi::PyList_New(len);
-            let list = Bound::from_owned_ptr_or_err(py, list)?;
+            let list = Bound::from_owned_ptr_or_err(py, ffi::PyList_New(len))?;
             for (i, &id) in ids.iter().enumerate() {
                 let item = match self.ints.get(id as usize) {
-                    Some(int) => int.clone_ref(py).into_ptr(),
+                    Some(int) => {
+                        let ptr = int.as_ptr();
+                        ffi::Py_INCREF(ptr);
+                        ptr
+                    }
                     None => id.into_pyobject(py)?.into_ptr(),
                 };
-                ffi::PyList_SetItem(list.as_ptr(), i as isize, item);
+                ffi::PyList_SET_ITEM(list.as_ptr(), i as isize, item);
             }
             Ok(list.cast_into_unchecked())
         }
@@ -278,7 +283,7 @@ impl PyEncoder {
 
     fn encode<'py>(&self, py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyList>> {
         let ids = run_detached(py, || {
-            let mut ids = Vec::with_capacity(text.len() / 3);
+            let mut ids = Vec::with_capacity(ids_capacity(text.len()));
             self.inner.encode(text, &mut ids);
             Ok(ids)
         })?;
@@ -314,7 +319,7 @@ impl PyEncoder {
                 texts
                     .par_iter()
                     .map(|t| {
-                        let mut ids = Vec::with_capacity(t.len() / 3);
+                        let mut ids = Vec::with_capacity(ids_capacity(t.len()));
                         self.inner.encode(t, &mut ids);
                         ids
                     })

@@ -1,41 +1,278 @@
-"""The command line: a training session, and one-line errors for bad input."""
+"""The command line: each command as a new user runs it, and one-line errors for every bad input."""
 
 from __future__ import annotations
 
+import json
+import os
+import pty
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 import bytepair
+from bytepair import Tokenizer, cli
+
+SPECIAL = "<|endoftext|>"
+TEXT = "the cat sat on the mat<|endoftext|>the hat is flat, isn't it? 42 cats!\n" * 30
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bytepair", *args], capture_output=True, text=True)
-
-
-def test_train_writes_files_that_load(tmp_path: Path) -> None:
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("the cat sat<|endoftext|>the cat ate" * 20)
-    out = tmp_path / "tok"
-    result = run(
-        "train", str(corpus), "--vocab-size", "262", "--special-token", "<|endoftext|>", "--out", str(out)
+def run(*args: str, stderr: int = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bytepair", *args], stdout=subprocess.PIPE, stderr=stderr, text=True
     )
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def trained(tmp_path: Path, corpus: Path) -> Path:
+    """A tokenizer folder, as ``bytepair train`` writes it."""
+    out = tmp_path / "tok"
+    result = run("train", str(corpus), "--vocab-size", "280", "--special-token", SPECIAL, "--out", str(out))
     assert result.returncode == 0, result.stderr
-    assert "vocab 262" in result.stdout
-    vocab, merges = bytepair.load_bpe(out / "vocab.json", out / "merges.txt")
-    assert (vocab, merges) == bytepair.train_bpe(corpus, 262, ["<|endoftext|>"])
+    return out
+
+
+def test_train_writes_a_folder_that_loads(tmp_path: Path, corpus: Path) -> None:
+    out = tmp_path / "tok"
+    result = run("train", str(corpus), "--vocab-size", "262", "--special-token", SPECIAL, "--out", str(out))
+    assert result.returncode == 0, result.stderr
     assert result.stderr == ""  # no progress bar when stderr is not a terminal
-
-
-def test_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.txt"
-    bad.write_bytes(b"abc \xff")
-    for args, message in [
-        (["train", str(tmp_path / "missing.txt"), "--vocab-size", "300"], "No such file"),
-        (["train", str(bad), "--vocab-size", "300"], "invalid UTF-8 at byte offset 4"),
-        (["train", str(bad), "--vocab-size", "10"], "too small"),
+    vocab, merges = bytepair.train_bpe(corpus, 262, [SPECIAL])
+    assert bytepair.load_bpe(out / "vocab.json", out / "merges.txt") == (vocab, merges)
+    assert json.loads((out / "special_tokens.json").read_text()) == [SPECIAL]
+    tok = Tokenizer.from_dir(out)
+    assert tok.special_tokens == [SPECIAL] and tok.encode(SPECIAL) == [261]
+    tokens = len(tok.encode(TEXT))
+    for line in [
+        "trained on " + str(corpus),
+        "pre-tokenizing and counting",
+        "merging",
+        "peak memory",
+        "vocab 262: 256 bytes, 5 merges",
+        "longest tokens: ",
+        f"compression on the training text: {len(TEXT.encode()) / tokens:.2f} bytes per token",
     ]:
+        assert line in result.stdout, result.stdout
+
+
+def test_train_joins_several_inputs_with_the_first_special_token(tmp_path: Path) -> None:
+    parts = ["low lower lowest", "newer wider", "low low"]
+    paths = []
+    for i, part in enumerate(parts):
+        paths.append(tmp_path / f"{i}.txt")
+        paths[-1].write_text(part)
+    joined = tmp_path / "joined.txt"
+    joined.write_text(SPECIAL.join(parts))
+    out = tmp_path / "tok"
+    args = ["--vocab-size", "270", "--special-token", SPECIAL, "--out", str(out)]
+    result = run("train", *map(str, paths), *args)
+    assert result.returncode == 0, result.stderr
+    assert "trained on 3 files" in result.stdout
+    assert Tokenizer.from_dir(out).merges == bytepair.train_bpe(joined, 270, [SPECIAL])[1]
+
+
+def test_train_without_input_uses_the_standard_library(tmp_path: Path) -> None:
+    out = tmp_path / "tok"
+    result = run("train", "--vocab-size", "300", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "trained on the Python standard library" in result.stdout
+    tok = Tokenizer.from_dir(out)
+    assert tok.special_tokens == [SPECIAL] and len(tok.vocab) == 300
+    assert b"self" in {tok.vocab[i] for i in tok.encode("self")}  # it has seen Python
+
+
+def test_default_corpus_holds_the_standard_library(tmp_path: Path) -> None:
+    path = tmp_path / "stdlib.txt"
+    files = cli.write_default_corpus(str(path), SPECIAL)
+    text = path.read_text(encoding="utf-8")
+    assert files > 500 and text.count(SPECIAL) == files - 1
+    assert '"""Heap queue algorithm' in text  # heapq.py
+
+
+def test_progress_bars_appear_on_a_terminal_only(tmp_path: Path, corpus: Path) -> None:
+    leader, follower = pty.openpty()
+    args = ["train", str(corpus), "--vocab-size", "270", "--out", str(tmp_path / "tok")]
+    result = run(*args, stderr=follower)
+    os.close(follower)
+    drawn = os.read(leader, 1 << 16).decode()
+    os.close(leader)
+    assert result.returncode == 0
+    assert "pre-tokenizing" in drawn and "merging" in drawn and "encoding" in drawn
+    assert run(*args).stderr == ""
+
+
+def test_encode_then_decode(tmp_path: Path, corpus: Path, trained: Path) -> None:
+    ids_path = tmp_path / "ids.npy"
+    result = run("encode", str(trained), str(corpus), "-o", str(ids_path))
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    ids = np.load(ids_path)
+    expected = Tokenizer.from_dir(trained).encode(TEXT)
+    assert ids.dtype == np.uint16 and ids.tolist() == expected
+    assert f"into {len(expected):,} tokens" in result.stdout and "MB/s" in result.stdout
+    assert f"{len(TEXT.encode()) / len(expected):.2f} bytes per token" in result.stdout
+    decoded = subprocess.run(
+        [sys.executable, "-m", "bytepair", "decode", str(trained), str(ids_path)], capture_output=True
+    )
+    assert decoded.returncode == 0 and decoded.stdout.decode("utf-8") == TEXT
+
+
+def test_decode_in_blocks_that_cut_characters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture
+) -> None:
+    tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
+    tok.save(tmp_path / "bytes")
+    text = "日本語 über\n"
+    np.save(tmp_path / "ids.npy", np.array(tok.encode(text), dtype=np.uint16))
+    monkeypatch.setattr(cli, "_DECODE_BLOCK", 2)  # every character of 3 bytes is cut
+    assert cli.main(["decode", str(tmp_path / "bytes"), str(tmp_path / "ids.npy")]) == 0
+    assert capsysbinary.readouterr().out == text.encode("utf-8")
+
+
+def test_inspect_shows_statistics_and_a_split(trained: Path) -> None:
+    result = run("inspect", str(trained), "the cat\n日")
+    assert result.returncode == 0, result.stderr
+    tok = Tokenizer.from_dir(trained)
+    ids = tok.encode("the cat\n日")
+    assert f"{trained}: 280 tokens: 256 bytes, 23 merges, special tokens ['<|endoftext|>']" in result.stdout
+    assert "token length in bytes: mean" in result.stdout and "longest tokens: " in result.stdout
+    assert "|the| cat|\\n|\\xe6|\\x97|\\xa5|" in result.stdout
+    assert str(ids) in result.stdout
+
+
+def test_export_writes_files_the_other_libraries_load(tmp_path: Path, trained: Path) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    tiktoken_load = pytest.importorskip("tiktoken.load")
+    result = run("export", str(trained), "--format", "hf", "-o", str(tmp_path / "tokenizer.json"))
+    assert result.returncode == 0, result.stderr
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    tok = Tokenizer.from_dir(trained)
+    assert hf.encode(TEXT).ids == tok.encode(TEXT)
+    result = run("export", str(trained), "--format", "tiktoken", "-o", str(tmp_path / "t.tiktoken"))
+    assert result.returncode == 0, result.stderr
+    assert "special_tokens={'<|endoftext|>': 279}" in result.stdout
+    ranks = tiktoken_load.load_tiktoken_bpe(str(tmp_path / "t.tiktoken"))
+    assert ranks == {t: i for i, t in tok.vocab.items() if t != SPECIAL.encode()}
+
+
+def test_report_for_two_tokenizers(tmp_path: Path, corpus: Path, trained: Path) -> None:
+    other = tmp_path / "other"
+    assert run("train", str(corpus), "--vocab-size", "260", "--out", str(other)).returncode == 0
+    page = tmp_path / "report.html"
+    result = run("report", str(trained), str(other), "--corpus", str(corpus), "-o", str(page))
+    assert result.returncode == 0, result.stderr
+    tokens = len(Tokenizer.from_dir(trained).encode(TEXT))
+    assert f"tok on corpus.txt: {len(TEXT.encode()) / tokens:.2f} bytes per token" in result.stdout
+    html = page.read_text(encoding="utf-8")
+    assert "Tokenizer report: tok vs other" in html and "Side by side" in html and "<svg" in html
+
+
+@pytest.mark.parametrize("command", ["train", "encode", "decode", "inspect", "export", "report"])
+def test_every_command_has_help(command: str) -> None:
+    result = run(command, "--help")
+    assert result.returncode == 0 and f"usage: bytepair {command}" in result.stdout
+
+
+def bad_inputs(tmp: Path, corpus: Path, trained: Path) -> list[tuple[list[str], str, int]]:
+    """(arguments, a part of the message, exit status) for each kind of bad input."""
+    (tmp / "not_utf8.txt").write_bytes(b"abc \xff")
+    (tmp / "corrupt").mkdir()
+    (tmp / "corrupt" / "vocab.json").write_text("{not json")
+    (tmp / "corrupt" / "merges.txt").write_text("")
+    (tmp / "no_merges").mkdir()
+    (tmp / "no_merges" / "vocab.json").write_text("{}")
+    (tmp / "bad_specials").mkdir()
+    Tokenizer({i: bytes([i]) for i in range(256)}, []).save(tmp / "bad_specials")
+    (tmp / "bad_specials" / "special_tokens.json").write_text('{"<s>": 1}')
+    (tmp / "gap").mkdir()
+    Tokenizer({i: bytes([i]) for i in range(256)} | {300: b"<s>"}, [], ["<s>"]).save(tmp / "gap")
+    (tmp / "bad.npy").write_text("these are not ids")
+    np.save(tmp / "floats.npy", np.array([1.5, 2.0]))
+    np.save(tmp / "too_big.npy", np.array([1, 280], dtype=np.uint16))
+    np.save(tmp / "negative.npy", np.array([-1, 3]))
+    t, c, missing = str(trained), str(corpus), str(tmp / "missing")
+    return [
+        (["train", missing, "--vocab-size", "300"], "missing: No such file or directory", 1),
+        (["train", str(tmp / "not_utf8.txt"), "--vocab-size", "300"], "invalid UTF-8 at byte offset 4", 1),
+        (["train", c, c + "x", "--vocab-size", "300"], "No such file", 1),
+        (
+            ["train", c, str(tmp / "not_utf8.txt"), "--vocab-size", "300"],
+            "not_utf8.txt: invalid UTF-8 at byte offset 4",
+            1,
+        ),
+        (["train", c, "--vocab-size", "10"], "too small", 1),
+        (["train", c], "--vocab-size is required", 1),
+        (["train", c, "--vocab-size", "300", "--threads", "0"], "num_threads must be a positive int", 1),
+        (["train", c, "--vocab-size", "300", "--out", str(corpus / "sub")], "Not a directory", 1),
+        (["train", c, "--vocab-size", "many"], "invalid int value: 'many'", 2),
+        (["inspect", missing], "not a tokenizer folder (no vocab.json)", 1),
+        (["inspect", str(tmp / "corrupt")], "not a JSON vocabulary", 1),
+        (["inspect", str(tmp / "no_merges")], "merges.txt: No such file or directory", 1),
+        (
+            ["encode", t, str(tmp / "not_utf8.txt"), "-o", str(tmp / "o.npy")],
+            "invalid UTF-8 at byte offset 4",
+            1,
+        ),
+        (["encode", t, c, "-o", str(tmp / "no" / "o.npy")], "No such file or directory", 1),
+        (["encode", t, c], "the following arguments are required: -o/--output", 2),
+        (["decode", t, str(tmp / "bad.npy")], "bad.npy: not a NumPy .npy file", 1),
+        (["decode", t, str(tmp / "floats.npy")], "expected a 1-D array of integer ids", 1),
+        (
+            ["decode", t, str(tmp / "too_big.npy")],
+            "id 280 is out of range (the vocabulary has ids 0 to 279)",
+            1,
+        ),
+        (["decode", t, str(tmp / "negative.npy")], "id -1 is out of range", 1),
+        (["decode", str(tmp / "gap"), str(tmp / "too_big.npy")], "id 280 is not in the vocabulary", 1),
+        (["decode", t, missing], "missing: No such file or directory", 1),
+        (["export", t, "--format", "onnx", "-o", "x"], "invalid choice: 'onnx'", 2),
+        (["export", t, "--format", "hf", "-o", str(tmp / "no" / "t.json")], "No such file or directory", 1),
+        (["report", t, "--corpus", missing, "-o", str(tmp / "r.html")], "No such file or directory", 1),
+        (["report", t, t, t, "--corpus", c, "-o", str(tmp / "r.html")], "unrecognized arguments", 2),
+        (["report", t, "--corpus", c, "-o", str(tmp)], "Is a directory", 1),
+        (["frobnicate"], "invalid choice: 'frobnicate'", 2),
+    ]
+
+
+def test_errors_are_one_line_without_traceback(tmp_path: Path, corpus: Path, trained: Path) -> None:
+    for args, message, status in bad_inputs(tmp_path, corpus, trained):
         result = run(*args)
-        assert result.returncode == 1
-        assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
-        assert "Traceback" not in result.stderr
+        assert result.returncode == status, (args, result.stderr)
+        assert result.stderr.count("\n") == 1 and message in result.stderr, (args, result.stderr)
+        assert result.stderr.startswith("bytepair"), result.stderr
+
+
+def test_ctrl_c_while_training_exits_130(tmp_path: Path) -> None:
+    leader, follower = pty.openpty()
+    command = [sys.executable, "-m", "bytepair", "train", "--vocab-size", "50000", "--out", str(tmp_path)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=follower, text=True)
+    os.close(follower)
+    drawn = ""
+    while "pre-tokenizing" not in drawn:  # training has started: the bar is drawn
+        drawn += os.read(leader, 1 << 16).decode()
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) == 130
+    while not drawn.endswith("\n") or "bytepair:" not in drawn:
+        drawn += os.read(leader, 1 << 16).decode()
+    os.close(leader)
+    assert drawn.splitlines()[-1] == "bytepair: interrupted" and "Traceback" not in drawn
+
+
+def test_ctrl_c_exits_130_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    def interrupted(folder: str) -> Tokenizer:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Tokenizer, "from_dir", interrupted)
+    assert cli.main(["inspect", "somewhere"]) == 130
+    assert capsys.readouterr().err == "bytepair: interrupted\n"

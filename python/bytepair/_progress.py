@@ -39,8 +39,9 @@ class ProgressBar:
         scale = 1e6 if unit == "MB" else 1
         frac = done / total if total else 1.0
         bar = "#" * int(30 * frac)
+        digits = 1 if unit == "MB" and total < 100 * scale else 0  # 0.3/1.2 MB, not 0/1 MB
         self.stream.write(
-            f"\r{label:>15} [{bar:<30}] {done / scale:,.0f}/{total / scale:,.0f} {unit}"
+            f"\r{label:>15} [{bar:<30}] {done / scale:,.{digits}f}/{total / scale:,.{digits}f} {unit}"
             f" {now - self.start:6.1f}s"
         )
         self.stream.flush()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Callable, Union
 
-from . import _core
+from . import _core, interop
 from ._progress import ProgressBar
-from .formats import load_bpe
+from .formats import _write_atomically, load_bpe, save_bpe
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -86,6 +87,72 @@ class Tokenizer:
         """
         vocab, merges = load_bpe(vocab_filepath, merges_filepath)
         return cls(vocab, merges, special_tokens)
+
+    @classmethod
+    def from_dir(cls, folder: PathLike) -> Tokenizer:
+        """Loads a folder written by :meth:`save` or ``bytepair train``: ``vocab.json``, ``merges.txt``
+        and ``special_tokens.json`` (a JSON list; optional).
+
+        >>> import tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"]).save(d)
+        >>> Tokenizer.from_dir(d)
+        Tokenizer(vocab_size=257, merges=0, special_tokens=['<|endoftext|>'])
+        """
+        folder = os.fspath(folder)
+        if not os.path.isfile(os.path.join(folder, "vocab.json")):
+            raise FileNotFoundError(f"{folder}: not a tokenizer folder (no vocab.json)")
+        specials_path = os.path.join(folder, "special_tokens.json")
+        specials = []
+        if os.path.exists(specials_path):
+            with open(specials_path, encoding="utf-8") as f:
+                try:
+                    specials = json.load(f)
+                except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                    raise ValueError(f"{specials_path}: not a JSON list of strings: {e}") from None
+            if not isinstance(specials, list) or not all(isinstance(t, str) for t in specials):
+                raise ValueError(f"{specials_path}: not a JSON list of strings")
+        return cls.from_files(
+            os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt"), specials
+        )
+
+    def save(self, folder: PathLike) -> None:
+        """Writes ``vocab.json``, ``merges.txt`` and ``special_tokens.json`` into ``folder`` (created if
+        missing), for :meth:`from_dir` and the ``bytepair`` commands."""
+        folder = os.fspath(folder)
+        os.makedirs(folder, exist_ok=True)
+        save_bpe(
+            self._vocab, self._merges, os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")
+        )
+        specials = json.dumps(self._specials, ensure_ascii=False) + "\n"
+        _write_atomically(os.path.join(folder, "special_tokens.json"), specials)
+
+    @classmethod
+    def from_hf(cls, path: PathLike) -> Tokenizer:
+        """Loads a byte-level BPE HF ``tokenizer.json`` (GPT-2's pre-tokenizer), added tokens as special
+        tokens; see :func:`bytepair.interop.load_hf`."""
+        return cls(*interop.load_hf(path))
+
+    @classmethod
+    def from_tiktoken(
+        cls, path: PathLike, special_tokens: Mapping[str, int] | Iterable[str] | None = None
+    ) -> Tokenizer:
+        """Loads a ``.tiktoken`` rank file (ids are ranks) and rebuilds its merges; ``special_tokens``
+        is tiktoken's ``{token: id}`` or a list (given the next ids). Encodes as
+        ``tiktoken.Encoding(pat_str=bytepair.GPT2_PATTERN, ...)`` does; see :mod:`bytepair.interop`."""
+        vocab = interop.load_tiktoken(path)
+        merges = interop.merges_from_ranks(vocab)  # before the special tokens join: never merged
+        if isinstance(special_tokens, Mapping):
+            vocab.update((i, s.encode("utf-8")) for s, i in special_tokens.items())
+        return cls(vocab, merges, special_tokens)
+
+    def to_hf(self, path: PathLike) -> None:
+        """Writes a HF ``tokenizer.json`` that encodes as this tokenizer does."""
+        interop.save_hf(self._vocab, self._merges, self._specials, path)
+
+    def to_tiktoken(self, path: PathLike) -> None:
+        """Writes a ``.tiktoken`` rank file (special tokens left out, as tiktoken takes them apart)."""
+        interop.save_tiktoken(self._vocab, self._merges, self._specials, path)
 
     @property
     def vocab(self) -> dict[int, bytes]:

@@ -1,0 +1,410 @@
+"""The ``bytepair`` command line (also ``python -m bytepair``); ``bytepair COMMAND --help`` explains each.
+
+A tokenizer lives in a folder DIR: ``vocab.json`` and ``merges.txt`` (GPT-2's format) and
+``special_tokens.json``, as :meth:`bytepair.Tokenizer.save` writes and ``from_dir`` reads. Progress bars
+go to stderr only when it is a terminal. Every error is one line ``bytepair: error: ...`` on stderr and
+exit status 1 (2 for bad usage, 130 for Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import os
+import resource
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+from . import Tokenizer, train_bpe
+from ._progress import ProgressBar
+from .report import describe_token, length_histogram, longest_tokens, write_report
+
+if TYPE_CHECKING:
+    import numpy as np
+
+DEFAULT_SPECIAL_TOKEN = "<|endoftext|>"
+DEFAULT_CORPUS_VOCAB_SIZE = 1000
+_COPY_BLOCK = 1 << 20
+_DECODE_BLOCK = 1 << 20  # ids
+_INSPECT_HISTOGRAM_CAP = 16  # longer tokens share the last line
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Wraps paragraphs but leaves lines that start with two spaces (examples) as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(
+            line if line.startswith("  ") else super(_Formatter, self)._fill_text(line, width, indent)
+            for line in text.split("\n")
+        )
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line, like every other error, and examples in the help."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(formatter_class=_Formatter, **kwargs)  # type: ignore[arg-type]
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _copy_checking_utf8(path: str, out: BinaryIO) -> None:
+    """Appends file ``path`` to ``out``, raising ValueError at its first byte that is not UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    position = 0
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(_COPY_BLOCK)
+            pending = len(decoder.getstate()[0])
+            try:
+                decoder.decode(block, final=not block)
+            except UnicodeDecodeError as e:
+                raise ValueError(
+                    f"{path}: invalid UTF-8 at byte offset {position - pending + e.start}"
+                ) from None
+            if not block:
+                return
+            out.write(block)
+            position += len(block)
+
+
+def concatenate(paths: Sequence[str], separator: str, dest: str) -> None:
+    """Writes the files ``paths`` to ``dest`` as one text, ``separator`` between them."""
+    with open(dest, "wb") as out:
+        for i, path in enumerate(paths):
+            if i:
+                out.write(separator.encode("utf-8"))
+            _copy_checking_utf8(path, out)
+
+
+def write_default_corpus(dest: str, separator: str) -> int:
+    """Writes the standard library's ``.py`` files (UTF-8 ones, sorted by path, ``separator`` between
+    them) to ``dest`` and returns how many: a corpus every machine with Python has."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    count = 0
+    with open(dest, "w", encoding="utf-8") as out:
+        for path in sorted(root.rglob("*.py")):
+            if {"site-packages", "dist-packages"} & set(path.relative_to(root).parts):
+                continue
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue  # a few test files are Latin-1 on purpose
+            out.write((separator if count else "") + text)
+            count += 1
+    return count
+
+
+class _PhaseClock:
+    """Forwards progress to a bar and notes when the last report of each phase came."""
+
+    def __init__(self, bar: ProgressBar) -> None:
+        self.bar = bar
+        self.last: dict[str, float] = {}
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        self.last[phase] = time.monotonic()
+        self.bar(phase, done, total)
+
+
+def _peak_memory_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
+
+
+def _train(args: argparse.Namespace) -> None:
+    specials = list(dict.fromkeys(args.special_token))
+    vocab_size = args.vocab_size
+    with tempfile.TemporaryDirectory(prefix="bytepair-") as tmp:
+        if not args.input:
+            specials = specials or [DEFAULT_SPECIAL_TOKEN]
+            vocab_size = DEFAULT_CORPUS_VOCAB_SIZE if vocab_size is None else vocab_size
+            path = os.path.join(tmp, "stdlib.txt")
+            files = write_default_corpus(path, specials[0])
+            source = f"the Python standard library ({files:,} .py files, {specials[0]} between them)"
+        elif vocab_size is None:
+            raise ValueError("--vocab-size is required with INPUT files")
+        elif len(args.input) == 1:
+            path = source = args.input[0]
+        else:
+            path = os.path.join(tmp, "inputs.txt")
+            concatenate(args.input, specials[0] if specials else "\n", path)
+            source = f"{len(args.input)} files"
+        os.makedirs(args.out, exist_ok=True)  # fail before training, not after
+        size = os.path.getsize(path)
+        start = time.monotonic()
+        with ProgressBar() as bar:
+            clock = _PhaseClock(bar)
+            vocab, merges = train_bpe(path, vocab_size, specials, num_threads=args.threads, progress=clock)
+            trained = time.monotonic()
+            tok = Tokenizer(vocab, merges, specials)
+            tok.save(args.out)
+            tokens = tok.encode_file(
+                path, os.path.join(tmp, "ids.npy"), num_threads=args.threads, progress=bar
+            )
+        encoded = time.monotonic()
+    counted = clock.last.get("count", trained)
+    print(f"trained on {source}: {size / 1e6:,.1f} MB")
+    count_seconds = max(counted - start, 1e-9)
+    print(f"  pre-tokenizing and counting {count_seconds:8.2f} s  ({size / 1e6 / count_seconds:,.0f} MB/s)")
+    print(f"  merging                     {trained - counted:8.2f} s  ({len(merges):,} merges)")
+    print(f"  encoding it again           {encoded - trained:8.2f} s  (for the compression ratio)")
+    print(f"peak memory {_peak_memory_mb():,.0f} MB")
+    print(f"vocab {len(vocab):,}: 256 bytes, {len(merges):,} merges, special tokens {specials}")
+    print("longest tokens: " + ", ".join(describe_token(t) for t in longest_tokens(vocab, specials, 5)))
+    print(
+        f"compression on the training text: {size / max(tokens, 1):.2f} bytes per token ({tokens:,} tokens)"
+    )
+    print(f"wrote {args.out}/ (vocab.json, merges.txt, special_tokens.json)")
+
+
+def _encode(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    tok = Tokenizer.from_dir(args.dir)
+    size = os.path.getsize(args.input)
+    start = time.monotonic()
+    tokens = tok.encode_file(args.input, args.output, num_threads=args.threads, progress=True)
+    seconds = max(time.monotonic() - start, 1e-9)
+    dtype = np.load(args.output, mmap_mode="r").dtype
+    print(
+        f"encoded {args.input}: {size / 1e6:,.1f} MB into {tokens:,} tokens in {seconds:.2f} s "
+        f"({size / 1e6 / seconds:,.1f} MB/s), {size / max(tokens, 1):.2f} bytes per token"
+    )
+    print(f"wrote {args.output} ({dtype})")
+
+
+def _load_ids(path: str, vocab_size: int) -> np.ndarray:
+    import pickle
+
+    import numpy as np
+
+    try:
+        ids = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, EOFError, pickle.UnpicklingError):
+        raise ValueError(f"{path}: not a NumPy .npy file") from None
+    if not isinstance(ids, np.ndarray) or ids.ndim != 1 or ids.dtype.kind not in "iu":
+        raise ValueError(f"{path}: expected a 1-D array of integer ids (a .npy from bytepair encode)")
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        bad = ids.min() if ids.min() < 0 else ids.max()
+        raise ValueError(f"{path}: id {bad} is out of range (the vocabulary has ids 0 to {vocab_size - 1})")
+    return ids
+
+
+def _decode(args: argparse.Namespace) -> None:
+    tok = Tokenizer.from_dir(args.dir)
+    ids = _load_ids(args.ids, tok.vocab_size)
+    vocab = tok.vocab
+    table = [vocab.get(i) for i in range(tok.vocab_size)]
+    # Block by block, in bounded memory; the incremental decoder gives the same text as decoding all the
+    # bytes at once, even where a block ends inside a character.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    for start in range(0, len(ids), _DECODE_BLOCK):
+        block = ids[start : start + _DECODE_BLOCK].tolist()
+        tokens = [table[i] for i in block]
+        if None in tokens:
+            raise ValueError(f"{args.ids}: id {block[tokens.index(None)]} is not in the vocabulary")
+        sys.stdout.buffer.write(decoder.decode(b"".join(tokens)).encode("utf-8"))
+    sys.stdout.buffer.write(decoder.decode(b"", final=True).encode("utf-8"))
+    sys.stdout.buffer.flush()
+
+
+def _show_split(tok: Tokenizer, text: str) -> None:
+    ids = tok.encode(text)
+    vocab = tok.vocab
+    size = len(text.encode("utf-8"))
+    print(f"\n{text!r}: {size:,} bytes -> {len(ids):,} tokens, {size / max(len(ids), 1):.2f} bytes per token")
+    print("|" + "|".join(describe_token(vocab[i], quote=False) for i in ids) + "|")
+    print(ids)
+
+
+def _inspect(args: argparse.Namespace) -> None:
+    tok = Tokenizer.from_dir(args.dir)
+    vocab, specials = tok.vocab, tok.special_tokens
+    special_bytes = {s.encode("utf-8") for s in specials}
+    ordinary = [t for t in vocab.values() if t not in special_bytes]
+    lengths = sorted(len(t) for t in ordinary)
+    print(
+        f"{args.dir}: {len(vocab):,} tokens: {sum(len(t) == 1 for t in ordinary):,} bytes, "
+        f"{len(tok.merges):,} merges, special tokens {specials}"
+    )
+    print(
+        f"token length in bytes: mean {sum(lengths) / len(lengths):.2f}, "
+        f"median {lengths[len(lengths) // 2]}, longest {lengths[-1]}"
+    )
+    histogram = length_histogram(vocab, specials, _INSPECT_HISTOGRAM_CAP)
+    for length, count in histogram.items():
+        label = f"{length}+" if length == _INSPECT_HISTOGRAM_CAP else str(length)
+        bar = "#" * max(1, round(50 * count / len(ordinary))) if count else ""
+        print(f"  {label:>3} {bar:<50} {count:,}")
+    spaced = sum(t.startswith(b" ") for t in ordinary)
+    print(f"tokens starting with a space: {spaced:,} ({100 * spaced / len(ordinary):.0f}%)")
+    print("longest tokens: " + ", ".join(describe_token(t) for t in longest_tokens(vocab, specials, 10)))
+    if args.text is not None:
+        _show_split(tok, args.text)
+
+
+def _export(args: argparse.Namespace) -> None:
+    tok = Tokenizer.from_dir(args.dir)
+    if args.format == "hf":
+        tok.to_hf(args.output)
+        print(f"wrote {args.output}; load it with tokenizers.Tokenizer.from_file({args.output!r})")
+        return
+    tok.to_tiktoken(args.output)
+    special_ids = {s: next(i for i, t in tok.vocab.items() if t == s.encode()) for s in tok.special_tokens}
+    print(
+        f"wrote {args.output}; load it with\n"
+        f"  tiktoken.Encoding('bytepair', pat_str=bytepair.GPT2_PATTERN, "
+        f"mergeable_ranks=tiktoken.load.load_tiktoken_bpe({args.output!r}), special_tokens={special_ids})"
+    )
+
+
+def _report(args: argparse.Namespace) -> None:
+    folders = [args.dir] + ([args.dir2] if args.dir2 else [])
+    names = [os.path.basename(os.path.normpath(folder)) or folder for folder in folders]
+    if len(set(names)) < len(names):
+        names = folders  # tok/ and other/tok/: the paths tell them apart
+    tokenizers = {name: Tokenizer.from_dir(folder) for name, folder in zip(names, folders)}
+    # progress=True: a bar of its own for each encoding, so each starts at zero on a new line.
+    results = write_report(tokenizers, args.corpus, args.output, num_threads=args.threads, progress=True)
+    for r in results:
+        print(
+            f"{r.tokenizer} on {r.corpus}: {r.bytes_per_token:.2f} bytes per token, "
+            f"{100 * r.vocab_share:.0f}% of the vocab used"
+        )
+    print(f"wrote {args.output}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="bytepair",
+        description="Train, use, inspect and export byte-level BPE tokenizers (GPT-2 style). A tokenizer is "
+        "a folder DIR holding vocab.json, merges.txt and special_tokens.json, as 'train' writes it.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    def command(
+        run: Callable[[argparse.Namespace], None], summary: str, description: str, *examples: str
+    ) -> argparse.ArgumentParser:
+        """A subcommand named after ``run`` (``_train`` -> ``train``); all but train take DIR first."""
+        name = run.__name__.lstrip("_")
+        sub = commands.add_parser(
+            name, help=summary, description=description, epilog="examples:\n" + "\n".join(examples)
+        )
+        if name != "train":
+            sub.add_argument("dir", metavar="DIR", help="tokenizer folder")
+        sub.set_defaults(run=run)
+        return sub
+
+    def threads(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--threads", type=int, metavar="N", help="threads (default: every core)")
+
+    train = command(
+        _train,
+        "train a tokenizer on UTF-8 text files",
+        "Trains a vocabulary of --vocab-size tokens on INPUT files (several are joined with the first "
+        "special token between them, or a newline without one), writes DIR, and prints a summary. With no "
+        "INPUT it trains on the Python standard library's own .py files, with <|endoftext|> between them "
+        f"and --vocab-size {DEFAULT_CORPUS_VOCAB_SIZE} unless given.",
+        "  bytepair train corpus.txt --vocab-size 10000 --special-token '<|endoftext|>' --out tok",
+        "  bytepair train --out stdlib-tok",
+    )
+    train.add_argument(
+        "input", nargs="*", metavar="INPUT", help="UTF-8 text files (default: the Python standard library)"
+    )
+    train.add_argument(
+        "--vocab-size", type=int, metavar="N", help="tokens in all: 256 bytes + merges + special tokens"
+    )
+    train.add_argument(
+        "--special-token", action="append", default=[], metavar="TOK", help="e.g. '<|endoftext|>'; repeatable"
+    )
+    train.add_argument(
+        "--out", default=".", metavar="DIR", help="folder to write the tokenizer to (default: .)"
+    )
+    threads(train)
+
+    encode = command(
+        _encode,
+        "encode a text file into a .npy array of ids",
+        "Encodes the UTF-8 file INPUT with the tokenizer in DIR into a NumPy .npy file (uint16 when the "
+        "vocabulary fits, else uint32), on every core, and prints tokens, MB/s and bytes per token.",
+        "  bytepair encode tok corpus.txt -o corpus.npy",
+    )
+    encode.add_argument("input", metavar="INPUT", help="UTF-8 text file")
+    encode.add_argument("-o", "--output", required=True, metavar="OUT.npy", help="the .npy file to write")
+    threads(encode)
+
+    decode = command(
+        _decode,
+        "print the text of a .npy array of ids",
+        "Decodes the ids in IDS.npy with the tokenizer in DIR and prints the text (bytes that are not UTF-8 "
+        "print as U+FFFD).",
+        "  bytepair decode tok corpus.npy | less",
+    )
+    decode.add_argument("ids", metavar="IDS.npy", help="a 1-D .npy array of ids, as 'encode' writes")
+
+    inspect = command(
+        _inspect,
+        "vocabulary statistics, and TEXT split into tokens",
+        "Prints the vocabulary's size, token lengths and longest tokens, and, given TEXT, the tokens TEXT "
+        "is split into with their ids.",
+        '  bytepair inspect tok "Hello, world! It\'s 2026."',
+    )
+    inspect.add_argument("text", metavar="TEXT", nargs="?", help="text to show split into tokens")
+
+    export = command(
+        _export,
+        "write a HF tokenizer.json or a tiktoken rank file",
+        "Writes the tokenizer in DIR as a HF tokenizer.json (tokenizers.Tokenizer.from_file) or a .tiktoken "
+        "rank file (tiktoken.load.load_tiktoken_bpe); both encode exactly as bytepair does. In Python, "
+        "Tokenizer.from_hf(path) and Tokenizer.from_tiktoken(path, special_tokens) read them back.",
+        "  bytepair export tok --format hf -o tokenizer.json",
+        "  bytepair export tok --format tiktoken -o tok.tiktoken",
+    )
+    export.add_argument("--format", required=True, choices=["hf", "tiktoken"], help="file format")
+    export.add_argument("-o", "--output", required=True, metavar="PATH", help="file to write")
+
+    report = command(
+        _report,
+        "an HTML report: compression, token lengths, vocab use; two tokenizers side by side",
+        "Encodes each corpus with the tokenizer in DIR (and DIR2: side by side) and writes one "
+        "self-contained HTML page with inline SVG charts: bytes per token per corpus, the share of the "
+        "vocabulary each corpus uses, token length histograms and the longest tokens.",
+        "  bytepair report prose-tok code-tok --corpus prose.txt --corpus code.txt -o report.html",
+    )
+    report.add_argument("dir2", metavar="DIR2", nargs="?", help="a second tokenizer folder, side by side")
+    report.add_argument(
+        "--corpus", action="append", required=True, metavar="FILE", help="UTF-8 text; repeatable"
+    )
+    report.add_argument("-o", "--output", required=True, metavar="report.html", help="the HTML file to write")
+    threads(report)
+    return parser
+
+
+def _error_message(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        return f"{e.filename}: {e.strerror}"
+    return str(e)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the command line with ``argv`` (default: ``sys.argv[1:]``) and returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        args.run(args)
+    except (OSError, ValueError, TypeError, OverflowError) as e:
+        if isinstance(e, BrokenPipeError):  # `bytepair decode ... | head`: the reader has enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        print(f"bytepair: error: {_error_message(e)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("bytepair: interrupted", file=sys.stderr)
+        return 130
+    return 0
