@@ -1,7 +1,8 @@
 """Properties that hold for every input (hypothesis), with a tokenizer trained here so that nothing
 depends on ../shared: decode inverts encode for every str, streaming and whole files equal encode for
-any split and chunk size, save/load, pickling and export to tiktoken keep the ids, and training on any
-small text equals the pure-Python reference (on the full Unicode range, CR included)."""
+any split and chunk size, saving and loading (GPT-2 files, HF tokenizer.json, tiktoken rank files,
+pickle) gives the same tokenizer and ids, tiktoken with the same ranks gives the same ids, and training
+on any small text equals the pure-Python reference (on the full Unicode range, CR included)."""
 
 from __future__ import annotations
 
@@ -96,16 +97,37 @@ def tiktoken_ids(enc, tok: Tokenizer, text: str) -> list[int]:
     return out
 
 
-@examples(100)
+@pytest.fixture(scope="module")
+def reloaded(tok: Tokenizer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Tokenizer]:
+    """The tokenizer saved and loaded back in each format, and pickled."""
+    folder = tmp_path_factory.mktemp("formats")
+    bytepair.save_bpe(tok.vocab, tok.merges, folder / "vocab.json", folder / "merges.txt")
+    tok.to_hf(folder / "tokenizer.json")
+    tok.to_tiktoken(folder / "bpe.tiktoken")
+    special_ids = {t: tok.vocab_size - len(SPECIALS) + i for i, t in enumerate(SPECIALS)}
+    return {
+        "gpt2 files": Tokenizer.from_files(folder / "vocab.json", folder / "merges.txt", SPECIALS),
+        "hf": Tokenizer.from_hf(folder / "tokenizer.json"),
+        "tiktoken": Tokenizer.from_tiktoken(folder / "bpe.tiktoken", special_ids),
+        "pickle": pickle.loads(pickle.dumps(tok)),
+    }
+
+
+def test_save_load_export_import_give_the_same_tokenizer(
+    tok: Tokenizer, reloaded: dict[str, Tokenizer]
+) -> None:
+    for name, loaded in reloaded.items():
+        assert (loaded.vocab, loaded.merges, loaded.special_tokens) == (tok.vocab, tok.merges, SPECIALS), name
+
+
+@examples(200)
 @given(text=texts)
-def test_save_load_pickle_and_tiktoken_keep_the_ids(
-    tok: Tokenizer, tiktoken_tok, tmp_path: Path, text: str
+def test_save_load_export_import_keep_the_ids(
+    tok: Tokenizer, reloaded: dict[str, Tokenizer], tiktoken_tok, text: str
 ) -> None:
     ids = tok.encode(text)
-    bytepair.save_bpe(tok.vocab, tok.merges, tmp_path / "vocab.json", tmp_path / "merges.txt")
-    loaded = Tokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", SPECIALS)
-    assert loaded.encode(text) == ids
-    assert pickle.loads(pickle.dumps(tok)).encode(text) == ids
+    for name, loaded in reloaded.items():
+        assert loaded.encode(text) == ids, name
     assert tiktoken_ids(tiktoken_tok, tok, text) == ids
 
 
