@@ -147,3 +147,23 @@ def test_encode_iterable_over_200mb_grows_less_than_20mb(block: str, tmp_path: P
     count, growth_mb = out.split()
     assert int(count) > 100_000_000
     assert float(growth_mb) < 20, growth_mb
+
+
+def test_one_10mb_pre_token_costs_memory_linear_in_its_length(tmp_path: Path) -> None:
+    """10 MiB with no cut: the chunk reader holds it whole (it must be seen whole), training holds it as
+    one word, and encoding it takes about 30 bytes per byte (the bucket path's arrays): sane, linear."""
+    src = tmp_path / "a.txt"
+    src.write_bytes(b"a" * (10 * MB))
+    train = """
+        import sys, bytepair
+        print(len(bytepair.train_bpe(sys.argv[1], 276)[1]))
+    """
+    merges, peak = peak_rss_mb(train, str(src))
+    assert merges.strip() == "20" and peak < 200, peak
+    encode = """
+        import sys, bytepair
+        tok = bytepair.Tokenizer(*bytepair.train_bpe(sys.argv[1], 276))
+        print(tok.encode_file(sys.argv[1], sys.argv[1] + ".npy"))
+    """
+    tokens, peak = peak_rss_mb(encode, str(src))
+    assert tokens.strip() == "10" and peak < 500, peak
