@@ -61,7 +61,7 @@ const SIGNAL_POLL: Duration = Duration::from_millis(20);
 /// the GIL released, checks for pending signals every [`SIGNAL_POLL`] and cancels `progress` when one
 /// raises. Python runs signal handlers only on the main thread, and the engine reports from rayon
 /// workers, so the engine cannot check for Ctrl-C itself: before this, `encode_file` ran to the end of
-/// the file after Ctrl-C. The work then stops at its next report (a chunk, or a few dozen merges).
+/// the file after Ctrl-C. The work then stops at its next report (a chunk, or 50 ms of merging).
 fn run_interruptible<T: Send>(
     py: Python<'_>,
     progress: &PyProgress,

@@ -4,7 +4,7 @@ stays usable.
 Each case runs in a child process that sends itself SIGINT (exactly what Ctrl-C delivers) 0.2 s into
 the phase under test, and reports how long the call took to raise after the signal. One second is a
 correctness bound, not a benchmark: the binding checks for Ctrl-C every 20 ms and the engine stops at
-its next chunk of a few MB or its next few dozen merges, which takes milliseconds.
+its next chunk of a few MB or within 50 ms of merging, which takes milliseconds.
 """
 
 from __future__ import annotations
