@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
-use crate::chunks::ChunkReader;
+use crate::chunks::{Chunk, ChunkReader};
 use crate::encode::{ids_capacity, Encoder, Scratch};
 use crate::error::{Error, Result};
 use crate::progress::{Phase, Progress};
@@ -68,6 +68,25 @@ impl Drop for TempFile {
     }
 }
 
+/// `ids` as the little-endian bytes of `dtype`; fails on an id that does not fit.
+fn to_le_bytes(ids: &[u32], dtype: Dtype) -> Result<Vec<u8>> {
+    match dtype {
+        Dtype::U16 => {
+            if let Some(&id) = ids.iter().find(|&&id| id > u16::MAX as u32) {
+                return Err(Error::IdOutOfRange {
+                    id,
+                    dtype: dtype.name(),
+                });
+            }
+            Ok(ids
+                .iter()
+                .flat_map(|&id| (id as u16).to_le_bytes())
+                .collect())
+        }
+        Dtype::U32 => Ok(ids.iter().flat_map(|&id| id.to_le_bytes()).collect()),
+    }
+}
+
 /// Encodes the UTF-8 file `input` into `output` (`.npy`, one-dimensional, `dtype`) on the current
 /// rayon pool and returns the number of tokens.
 pub fn encode_file(
@@ -93,60 +112,73 @@ pub fn encode_file(
     let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp_path).map_err(write_err)?);
     out.write_all(&npy_header(dtype, 0)).map_err(write_err)?;
 
-    let batch_size = 2 * rayon::current_num_threads();
+    let batch_size = 3 * rayon::current_num_threads();
     // One encoder scratch per worker thread, kept across chunks: its caches of pieces stay warm for the
     // whole file instead of starting empty at every chunk (no thread waits on another's lock).
     let scratches: Vec<Mutex<Scratch>> = (0..rayon::current_num_threads())
         .map(|_| Mutex::new(Scratch::for_text(chunk_size)))
         .collect();
-    let (mut tokens, mut done) = (0u64, 0u64);
-    let mut bytes = Vec::new();
-    loop {
-        let batch = chunks
-            .by_ref()
-            .take(batch_size)
-            .collect::<std::io::Result<Vec<_>>>();
-        let batch = batch.map_err(|e| Error::io(input, e))?;
-        if batch.is_empty() {
-            break;
-        }
-        let encoded: Vec<Result<Vec<u32>>> = batch
-            .par_iter()
-            .map(|chunk| {
-                let text = std::str::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
-                    path: input.to_path_buf(),
-                    offset: chunk.offset + e.valid_up_to() as u64,
-                })?;
-                let mut ids = Vec::with_capacity(ids_capacity(text.len()));
-                let worker = rayon::current_thread_index().unwrap_or(0) % scratches.len();
-                let mut scratch = scratches[worker].lock().unwrap_or_else(|p| p.into_inner());
-                encoder.encode_with(text, &mut ids, &mut scratch);
-                Ok(ids)
-            })
-            .collect();
-        for (chunk, ids) in batch.iter().zip(encoded) {
-            let ids = ids?;
-            bytes.clear();
-            match dtype {
-                Dtype::U16 => {
-                    for &id in &ids {
-                        let narrow = u16::try_from(id).map_err(|_| Error::IdOutOfRange {
-                            id,
-                            dtype: dtype.name(),
-                        })?;
-                        bytes.extend_from_slice(&narrow.to_le_bytes());
-                    }
+    let encode_chunk = |chunk: &Chunk| -> Result<(Vec<u8>, u64)> {
+        let text = std::str::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
+            path: input.to_path_buf(),
+            offset: chunk.offset + e.valid_up_to() as u64,
+        })?;
+        let mut ids = Vec::with_capacity(ids_capacity(text.len()));
+        let worker = rayon::current_thread_index().unwrap_or(0) % scratches.len();
+        let mut scratch = scratches[worker].lock().unwrap_or_else(|p| p.into_inner());
+        encoder.encode_with(text, &mut ids, &mut scratch);
+        Ok((to_le_bytes(&ids, dtype)?, ids.len() as u64))
+    };
+
+    // Batches are encoded on the pool while a writer thread writes the previous one, so the pool does
+    // not wait for the disk, and the disk does not wait for the pool.
+    let (tokens, out) = std::thread::scope(|scope| -> Result<(u64, BufWriter<File>)> {
+        let (send, receive) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(0);
+        let writer = scope.spawn(move || -> std::io::Result<BufWriter<File>> {
+            for batch in receive {
+                for bytes in batch {
+                    out.write_all(&bytes)?;
                 }
-                Dtype::U32 => ids
-                    .iter()
-                    .for_each(|id| bytes.extend_from_slice(&id.to_le_bytes())),
             }
-            out.write_all(&bytes).map_err(write_err)?;
-            tokens += ids.len() as u64;
-            done += chunk.bytes.len() as u64;
-        }
-        progress.report(Phase::Encode, done, total)?;
-    }
+            Ok(out)
+        });
+        let (mut tokens, mut done) = (0u64, 0u64);
+        let encoded = loop {
+            let batch = chunks
+                .by_ref()
+                .take(batch_size)
+                .collect::<std::io::Result<Vec<_>>>()
+                .map_err(|e| Error::io(input, e));
+            let batch = match batch {
+                Ok(batch) if batch.is_empty() => break Ok(()),
+                Ok(batch) => batch,
+                Err(e) => break Err(e),
+            };
+            let encoded: Result<Vec<(Vec<u8>, u64)>> = batch.par_iter().map(encode_chunk).collect();
+            let encoded = match encoded {
+                Ok(encoded) => encoded,
+                Err(e) => break Err(e),
+            };
+            tokens += encoded.iter().map(|(_, n)| n).sum::<u64>();
+            done += batch.iter().map(|c| c.bytes.len() as u64).sum::<u64>();
+            if send
+                .send(encoded.into_iter().map(|(b, _)| b).collect())
+                .is_err()
+            {
+                break Ok(()); // the writer failed; its error is reported below
+            }
+            if let Err(e) = progress.report(Phase::Encode, done, total) {
+                break Err(e);
+            }
+        };
+        drop(send);
+        let out = writer
+            .join()
+            .expect("the writer does not panic")
+            .map_err(write_err);
+        encoded?;
+        Ok((tokens, out?))
+    })?;
     let mut file = out.into_inner().map_err(|e| write_err(e.into_error()))?;
     file.seek(SeekFrom::Start(0)).map_err(write_err)?;
     file.write_all(&npy_header(dtype, tokens))

@@ -4,8 +4,9 @@
 //! cache of merged pieces). Those maps are large — GPT-2's vocabulary table is 3 MB — and words come in
 //! a Zipf distribution, so the lookups of a text are spread over the whole table and most of them wait
 //! for memory: profiling put about 40% of the encoder's time on the load of the first probed slot. A
-//! table of 4096 recently seen pieces fits in L2 and answers most lookups (the few hundred most common
-//! words are most of any text); a miss costs one more cached load before the large maps.
+//! table of 16384 recently seen pieces, the size of L2, answers most lookups (the few thousand most
+//! common words are most of any text); a miss costs one more load before the large maps. Measured
+//! against 4096 and 65536 entries, 16384 was fastest on prose and CJK-heavy text and equal on code.
 //!
 //! Direct-mapped: a piece has one slot, chosen by its hash, and a new piece evicts the old one. No
 //! probing, no eviction bookkeeping; collisions only cost hit rate.
@@ -32,10 +33,10 @@ pub struct RecentPieces {
 }
 
 impl RecentPieces {
-    /// Enough entries for a text of `text_len` bytes, at most 4096 (128 KB) and at least 64, so that a
-    /// short text does not pay to clear a large table.
+    /// Enough entries for a text of `text_len` bytes, at most 16384 (512 KB) and at least 64, so that
+    /// a short text does not pay to clear a large table.
     pub fn for_text(text_len: usize) -> RecentPieces {
-        let n = (text_len / 8).next_power_of_two().clamp(64, 4096);
+        let n = (text_len / 8).next_power_of_two().clamp(64, 16384);
         RecentPieces {
             entries: vec![Entry::default(); n],
             mask: n - 1,
