@@ -496,9 +496,15 @@ fn pair_table(
             .enumerate()
             .map(|(k, &(id, t))| (base + k as u32, id, t)),
     );
+    // Only lengths some token has can split a token in two: looking up every split costs a token of n
+    // bytes n hashes of up to n bytes, and the tokens trained on one 10 MB run (up to 1 MB) took 72 s.
+    let mut has_len = vec![false; ids.keys().map(|t| t.len()).max().unwrap_or(0) + 1];
+    for t in ids.keys() {
+        has_len[t.len()] = true;
+    }
     let mut pairs = PairTable::default();
     for (rank, merged, token) in ranked {
-        for k in 1..token.len() {
+        for k in (1..token.len()).filter(|&k| has_len[k] && has_len[token.len() - k]) {
             if let (Some(&a), Some(&b)) = (ids.get(&token[..k]), ids.get(&token[k..])) {
                 let slot = pairs.entry(pair_key(a, b)).or_insert((rank, merged));
                 if rank < slot.0 {

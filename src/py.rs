@@ -2,9 +2,12 @@
 //! `python/bytepair/`; this module only converts types, releases the GIL around long work, turns
 //! [`Error`] into Python exceptions, and keeps Rust panics from crossing into Python.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::thread;
+use std::time::Duration;
 
 use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
@@ -51,10 +54,57 @@ fn run_detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> PyResult<T> + Send)
         })
 }
 
+/// How often the calling thread looks for a pending Ctrl-C while the engine works.
+const SIGNAL_POLL: Duration = Duration::from_millis(20);
+
+/// Runs `f` (long work that reports to `progress`) on a helper thread while the calling thread, with
+/// the GIL released, checks for pending signals every [`SIGNAL_POLL`] and cancels `progress` when one
+/// raises. Python runs signal handlers only on the main thread, and the engine reports from rayon
+/// workers, so the engine cannot check for Ctrl-C itself: before this, `encode_file` ran to the end of
+/// the file after Ctrl-C. The work then stops at its next report (a chunk, or 50 ms of merging).
+fn run_interruptible<T: Send>(
+    py: Python<'_>,
+    progress: &PyProgress,
+    f: impl FnOnce() -> PyResult<T> + Send,
+) -> PyResult<T> {
+    run_detached(py, || {
+        let caller = thread::current();
+        thread::scope(|scope| {
+            let worker = scope.spawn(|| {
+                // Wakes the caller when the work ends, by returning or by panicking.
+                let _wake = WakeOnDrop(caller);
+                f()
+            });
+            while !worker.is_finished() {
+                thread::park_timeout(SIGNAL_POLL);
+                if let Err(err) = Python::attach(|py| py.check_signals()) {
+                    progress.cancel(err);
+                }
+            }
+            let result = worker.join().unwrap_or_else(|panic| resume_unwind(panic));
+            // Ctrl-C that came after the work's last report: the signal was consumed, so raise it.
+            match progress.take_raised() {
+                Some(err) if result.is_ok() => Err(err),
+                _ => result,
+            }
+        })
+    })
+}
+
+struct WakeOnDrop(thread::Thread);
+
+impl Drop for WakeOnDrop {
+    fn drop(&mut self) {
+        self.0.unpark();
+    }
+}
+
 /// Reports progress to an optional Python callable `callback(phase, done, total)` and stops the work
-/// when Ctrl-C is pending or the callback raises; the Python exception is kept to be re-raised.
+/// when it is cancelled (Ctrl-C, see [`run_interruptible`]) or the callback raises; the Python exception
+/// is kept to be re-raised.
 struct PyProgress {
     callback: Option<Py<PyAny>>,
+    cancelled: AtomicBool,
     raised: Mutex<Option<PyErr>>,
 }
 
@@ -62,14 +112,27 @@ impl PyProgress {
     fn new(callback: Option<Py<PyAny>>) -> PyProgress {
         PyProgress {
             callback,
+            cancelled: AtomicBool::new(false),
             raised: Mutex::new(None),
         }
     }
 
+    /// Makes the next report stop the work with `err` (the first error given wins).
+    fn cancel(&self, err: PyErr) {
+        self.raised
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(err);
+        self.cancelled.store(true, Ordering::Relaxed);
+    }
+
+    fn take_raised(&self) -> Option<PyErr> {
+        self.raised.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
     /// The Python exception that stopped the work, if any, else `e` converted.
     fn error(&self, e: Error) -> PyErr {
-        let raised = self.raised.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match (e, raised) {
+        match (e, self.take_raised()) {
             (Error::Interrupted, Some(err)) => err,
             (e, _) => to_py_err(e),
         }
@@ -78,25 +141,20 @@ impl PyProgress {
 
 impl Progress for PyProgress {
     fn report(&self, phase: Phase, done: u64, total: u64) -> crate::error::Result<()> {
-        Python::attach(|py| {
-            let result = py.check_signals().and_then(|()| match &self.callback {
-                Some(cb) => {
-                    let name = match phase {
-                        Phase::Count => "count",
-                        Phase::Merge => "merge",
-                        Phase::Encode => "encode",
-                    };
-                    cb.call1(py, (name, done, total)).map(drop)
-                }
-                None => Ok(()),
-            });
-            result.map_err(|err| {
-                self.raised
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert(err);
-                Error::Interrupted
-            })
+        if self.cancelled.load(Ordering::Relaxed) {
+            return Err(Error::Interrupted);
+        }
+        let Some(callback) = &self.callback else {
+            return Ok(());
+        };
+        let name = match phase {
+            Phase::Count => "count",
+            Phase::Merge => "merge",
+            Phase::Encode => "encode",
+        };
+        Python::attach(|py| callback.call1(py, (name, done, total)).map(drop)).map_err(|err| {
+            self.cancel(err);
+            Error::Interrupted
         })
     }
 }
@@ -133,7 +191,7 @@ fn train_bpe<'py>(
         options.chunk_size = size;
     }
     let progress = PyProgress::new(progress);
-    let trained = run_detached(py, || {
+    let trained = run_interruptible(py, &progress, || {
         train_file(&input_path, &options, &progress).map_err(|e| progress.error(e))
     })?;
     let vocab: Vocab<'py> = trained.vocab.iter().map(|t| PyBytes::new(py, t)).collect();
@@ -205,7 +263,9 @@ impl PyEncoder {
             .iter()
             .map(|(a, b)| (a.as_bytes().to_vec(), b.as_bytes().to_vec()))
             .collect();
-        let inner = Encoder::new(vocab, &merges, &special_tokens).map_err(to_py_err)?;
+        let inner = run_detached(py, || {
+            Encoder::new(vocab, &merges, &special_tokens).map_err(to_py_err)
+        })?;
         let cached = (inner.vocab_size() as u32).min(CACHED_INTS);
         let ints = (0..cached)
             .map(|id| {
@@ -310,7 +370,7 @@ impl PyEncoder {
         };
         let progress = PyProgress::new(progress);
         let chunk_size = chunk_size.unwrap_or(crate::count::DEFAULT_CHUNK_SIZE);
-        run_detached(py, || {
+        run_interruptible(py, &progress, || {
             let pool = thread_pool(num_threads).map_err(to_py_err)?;
             pool.install(|| {
                 encode_file(

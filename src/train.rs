@@ -17,12 +17,18 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use crate::count::{count_file, PreTokenCounts};
 use crate::error::{Error, Result};
 use crate::progress::{Phase, Progress};
 use crate::queue::{Candidate, MergeQueue, Pair};
 use crate::special::SpecialTokens;
+
+/// How often the merge loop reports progress, and so how soon it stops when asked to: by time, since
+/// a merge takes from nanoseconds to tens of milliseconds (the first merges of a large corpus rewrite
+/// millions of words), and a fixed count of merges between reports left Ctrl-C waiting up to 0.2 s.
+const REPORT_EVERY: Duration = Duration::from_millis(50);
 
 /// How to train.
 #[derive(Clone, Debug)]
@@ -98,6 +104,8 @@ pub fn train_counts(
     let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     let mut words = Words::new(counts);
     let mut pairs = count_pairs(&words);
+    // Setting up takes a while with millions of distinct pre-tokens: a chance to stop before merging.
+    progress.report(Phase::Merge, 0, num_merges as u64)?;
     let mut queue = MergeQueue::from_vec(
         pairs
             .iter()
@@ -111,6 +119,7 @@ pub fn train_counts(
     // Each merge removes at least one symbol, so the symbols bound the merges; `num_merges` itself may
     // be far larger (a huge vocab_size just trains until no pair is left).
     let mut merges = Vec::with_capacity(num_merges.min(words.symbols.len()));
+    let mut last_report = Instant::now();
     while merges.len() < num_merges {
         let Some(top) = queue.pop(&tokens) else { break };
         let Some(live) = pairs.get(&top.pair).map(|s| s.count) else {
@@ -142,8 +151,9 @@ pub fn train_counts(
                 );
             }
         }
-        if merges.len() % 64 == 0 || merges.len() == num_merges {
+        if merges.len() == num_merges || last_report.elapsed() >= REPORT_EVERY {
             progress.report(Phase::Merge, merges.len() as u64, num_merges as u64)?;
+            last_report = Instant::now();
         }
     }
     tokens.extend(specials.tokens().iter().map(|t| t.as_bytes().to_vec()));

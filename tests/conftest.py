@@ -24,3 +24,18 @@ def cs336() -> Path:
     if not CS336.is_dir():
         pytest.skip(f"{CS336} is not available")
     return CS336
+
+
+# Python code for a child process that measures its own memory (Linux): `rss_mb()` is its peak RSS in MB
+# since exec or the last `reset_peak()`, `rss_mb("VmRSS")` the current one. Not `ru_maxrss`: Linux
+# passes the parent's RSS at fork into the child's ru_maxrss, so a child of pytest after a test that held
+# 1 GB reported 1.1 GB (or, as a growth, nothing at all).
+MEMORY_PROBE = """
+def rss_mb(field="VmHWM"):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
+
+def reset_peak():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+"""

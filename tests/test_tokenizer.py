@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import bytepair
 from bytepair import Tokenizer, load_bpe
-from conftest import CS336, SHARED, shared_file
+from conftest import CS336, MEMORY_PROBE, SHARED, shared_file
 
 EOT = "<|endoftext|>"
 
@@ -314,16 +314,16 @@ def test_encode_iterable_memory_does_not_grow_with_the_text(tmp_path: Path) -> N
     line = "The quick brown fox jumps over the lazy dog; it's 1999 again.\n"
     with open(path, "w") as f:
         f.write(line * (40_000_000 // len(line)))
-    script = textwrap.dedent(
+    script = MEMORY_PROBE + textwrap.dedent(
         f"""
-        import resource
         from bytepair import Tokenizer
         tok = Tokenizer({{i: bytes([i]) for i in range(256)}} | {{256: b"th", 257: b"the"}},
                         [(b"t", b"h"), (b"th", b"e")])
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        reset_peak()
+        before = rss_mb("VmRSS")
         with open({str(path)!r}) as f:
             n = sum(1 for _ in tok.encode_iterable(f))
-        print(n, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+        print(n, int(rss_mb() - before))
         """
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout

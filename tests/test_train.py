@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import bytepair
 from bytepair import reference
 from bytepair.formats import _unicode_to_bytes
-from conftest import shared_file
+from conftest import MEMORY_PROBE, shared_file
 
 pytest.importorskip("regex")
 EOT = "<|endoftext|>"
@@ -191,13 +191,14 @@ def test_one_long_line_is_chunked_in_bounded_memory(tmp_path: Path) -> None:
     path = tmp_path / "line.txt"
     with open(path, "w") as f:
         f.write(sentence * (size // len(sentence)))
-    script = textwrap.dedent(
+    script = MEMORY_PROBE + textwrap.dedent(
         f"""
-        import resource, bytepair
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        import bytepair
+        reset_peak()
+        before = rss_mb("VmRSS")
         parallel = bytepair.train_bpe({str(path)!r}, 300, num_threads=2)
-        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(parallel == bytepair.train_bpe({str(path)!r}, 300, num_threads=1), (after - before) // 1024)
+        after = rss_mb()
+        print(parallel == bytepair.train_bpe({str(path)!r}, 300, num_threads=1), int(after - before))
         """
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout

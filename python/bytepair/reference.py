@@ -81,7 +81,8 @@ def train_bpe(
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Trains on a UTF-8 file; same contract and ids as :func:`bytepair.train_bpe`."""
     specials = list(dict.fromkeys(special_tokens or []))
-    with open(input_path, encoding="utf-8") as f:
+    # newline="": the text exactly as in the file (text mode would turn "\r\n" and "\r" into "\n").
+    with open(input_path, encoding="utf-8", newline="") as f:
         words = count_pretokens(f.read(), specials)
     vocab = {i: bytes([i]) for i in range(256)}
     merges: list[tuple[bytes, bytes]] = []
