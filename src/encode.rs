@@ -26,6 +26,7 @@ use std::collections::{BinaryHeap, HashMap};
 use crate::bytes_map::{BytesMap, InlineKey, INLINE};
 use crate::chunks::{last_safe_cut, lookahead};
 use crate::error::{Error, Result};
+use crate::pairs::{pair_key, pair_table, PairTable, RecentPairs, NO_MERGE};
 use crate::pretokenize::pretokenize;
 use crate::recent::RecentPieces;
 use crate::special::{Segment, SpecialTokens};
@@ -34,9 +35,6 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Pieces at least this long take the bucket path ([`Encoder::merge_long`]).
 pub const LONG_PIECE: usize = 128;
-
-/// The rank of a pair that is not a merge: greater than every real rank.
-const NO_MERGE: (u32, u32) = (u32::MAX, 0);
 
 /// How many multi-token pieces a cache holds, and how many ids in all, before it starts over. 20 MB
 /// of prose has ~66K distinct pieces that are not one token (CJK-heavy text ~107K): at 16K entries the
@@ -55,15 +53,6 @@ const MAX_ID_GAP: u32 = 1 << 20;
 /// ~0.5), and pages of the reservation that are never written cost no memory.
 pub fn ids_capacity(len: usize) -> usize {
     len / 2 + len / 4 + 16
-}
-
-/// For each pair of token ids whose concatenation is a multi-byte token: that token's rank and id. The
-/// key packs the two ids into a u64.
-type PairTable = FastMap<u64, (u32, u32)>;
-
-#[inline]
-fn pair_key(left: u32, right: u32) -> u64 {
-    (left as u64) << 32 | right as u64
 }
 
 /// A vocabulary and merges, ready to encode and decode.
@@ -273,14 +262,19 @@ impl Encoder {
     }
 
     #[inline]
-    fn rank(&self, left: u32, right: u32) -> Option<(u32, u32)> {
+    pub(crate) fn rank(&self, left: u32, right: u32) -> Option<(u32, u32)> {
         self.pairs.get(&pair_key(left, right)).copied()
     }
 
     /// tiktoken's merge loop: find the lowest-ranked pair (leftmost among equals), merge it, repeat.
     /// `ranks[i]` caches the rank of the pair starting at symbol `i`, so a merge recomputes two.
     fn merge_short(&self, piece: &[u8], out: &mut Vec<u32>, scratch: &mut Scratch) {
-        let Scratch { symbols, ranks, .. } = scratch;
+        let Scratch {
+            symbols,
+            ranks,
+            pairs,
+            ..
+        } = scratch;
         symbols.clear();
         symbols.extend(piece.iter().map(|&b| self.byte_ids[b as usize]));
         ranks.clear();
@@ -299,10 +293,10 @@ impl Encoder {
             symbols.remove(i + 1);
             ranks.remove(i);
             if i > 0 {
-                ranks[i - 1] = self.rank(symbols[i - 1], merged).unwrap_or(NO_MERGE);
+                ranks[i - 1] = pairs.get(self, symbols[i - 1], merged);
             }
             if i < ranks.len() {
-                ranks[i] = self.rank(merged, symbols[i + 1]).unwrap_or(NO_MERGE);
+                ranks[i] = pairs.get(self, merged, symbols[i + 1]);
             }
         }
         out.extend_from_slice(symbols);
@@ -420,6 +414,7 @@ impl Encoder {
 pub(crate) struct Scratch {
     symbols: Vec<u32>,
     ranks: Vec<(u32, u32)>,
+    pairs: RecentPairs,
     recent: RecentPieces,
     cache: BytesMap<(u32, u32)>,
     cached_ids: Vec<u32>,
@@ -437,83 +432,12 @@ impl Scratch {
         Scratch {
             symbols: Vec::new(),
             ranks: Vec::new(),
+            pairs: RecentPairs::new(),
             recent: RecentPieces::for_text(text_len),
             cache: BytesMap::default(),
             cached_ids: Vec::new(),
         }
     }
-}
-
-/// Every way to write each multi-byte token as two tokens, with the token's rank (see module docs).
-///
-/// A token made by merge `i` has rank `i`. A token that no merge makes (a vocabulary may hold some)
-/// ranks after all merges, in id order: tiktoken merges toward every token of its rank table, so these
-/// must be reachable too, and that order is tiktoken's whenever ids follow merge order. Special tokens
-/// are matched before pre-tokenization and never merged.
-fn pair_table(
-    ids: &FastMap<Box<[u8]>, u32>,
-    merges: &[(Vec<u8>, Vec<u8>)],
-    specials: &SpecialTokens,
-) -> Result<PairTable> {
-    let lookup = |bytes: &[u8], what: &str, rank: usize| -> Result<u32> {
-        ids.get(bytes).copied().ok_or_else(|| {
-            Error::InvalidVocab(format!(
-                "merge {rank} ({what}) is {:?}, which is not in the vocabulary",
-                String::from_utf8_lossy(bytes)
-            ))
-        })
-    };
-    let mut rank_of: FastMap<u32, u32> = FastMap::default();
-    for (rank, (left, right)) in merges.iter().enumerate() {
-        lookup(left, "left", rank)?;
-        lookup(right, "right", rank)?;
-        let token = [left.as_slice(), right.as_slice()].concat();
-        // A token made by two merges keeps its first (lowest) rank.
-        rank_of
-            .entry(lookup(&token, "result", rank)?)
-            .or_insert(rank as u32);
-    }
-    let mut unmerged: Vec<(u32, &[u8])> = ids
-        .iter()
-        .filter(|(t, id)| {
-            t.len() > 1
-                && !rank_of.contains_key(id)
-                && !specials.tokens().iter().any(|s| s.as_bytes() == &t[..])
-        })
-        .map(|(t, &id)| (id, &t[..]))
-        .collect();
-    unmerged.sort_unstable();
-    let mut ranked: Vec<(u32, u32, &[u8])> = Vec::with_capacity(rank_of.len() + unmerged.len());
-    for (t, &id) in ids {
-        if let Some(&rank) = rank_of.get(&id) {
-            ranked.push((rank, id, &t[..]));
-        }
-    }
-    let base = merges.len() as u32;
-    ranked.extend(
-        unmerged
-            .iter()
-            .enumerate()
-            .map(|(k, &(id, t))| (base + k as u32, id, t)),
-    );
-    // Only lengths some token has can split a token in two: looking up every split costs a token of n
-    // bytes n hashes of up to n bytes, and the tokens trained on one 10 MB run (up to 1 MB) took 72 s.
-    let mut has_len = vec![false; ids.keys().map(|t| t.len()).max().unwrap_or(0) + 1];
-    for t in ids.keys() {
-        has_len[t.len()] = true;
-    }
-    let mut pairs = PairTable::default();
-    for (rank, merged, token) in ranked {
-        for k in (1..token.len()).filter(|&k| has_len[k] && has_len[token.len() - k]) {
-            if let (Some(&a), Some(&b)) = (ids.get(&token[..k]), ids.get(&token[k..])) {
-                let slot = pairs.entry(pair_key(a, b)).or_insert((rank, merged));
-                if rank < slot.0 {
-                    *slot = (rank, merged);
-                }
-            }
-        }
-    }
-    Ok(pairs)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! - [`count`]: counting pre-tokens over those pieces on all cores.
 //! - [`train`] and [`queue`]: choosing merges incrementally, ties to the greatest pair of byte strings.
 //! - [`encode`]: text to ids and back, identical to tiktoken for the same ranks.
+//! - `pairs`: which adjacent tokens merge, and at which rank, for the encoder's merge loop.
 //! - [`bytes_map`]: the byte-string map behind counting and encoding's lookups.
 //! - [`recent`]: the encoder's small cache of recently seen pre-tokens.
 //! - [`encode_file`]: whole files to `.npy` arrays of ids, on all cores, in bounded memory.
@@ -31,6 +32,7 @@ pub mod count;
 pub mod encode;
 pub mod encode_file;
 pub mod error;
+mod pairs;
 pub mod pretokenize;
 pub mod progress;
 pub mod queue;

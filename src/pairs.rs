@@ -1,0 +1,126 @@
+//! Which adjacent tokens merge, and at which rank: the table the encoder's merge loop asks, built from
+//! the vocabulary and merges ([`pair_table`]), and a small cache in front of it ([`RecentPairs`]).
+
+use std::collections::HashMap;
+
+use crate::encode::Encoder;
+use crate::error::{Error, Result};
+use crate::special::SpecialTokens;
+
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// The rank of a pair that is not a merge: greater than every real rank.
+pub(crate) const NO_MERGE: (u32, u32) = (u32::MAX, 0);
+
+/// For each pair of token ids whose concatenation is a multi-byte token: that token's rank and id. The
+/// key packs the two ids into a u64.
+pub(crate) type PairTable = FastMap<u64, (u32, u32)>;
+
+#[inline]
+pub(crate) fn pair_key(left: u32, right: u32) -> u64 {
+    (left as u64) << 32 | right as u64
+}
+
+/// A direct-mapped cache of the pair table's answers, in front of it for [`Encoder::merge_short`]. The
+/// pair table holds every split of every token (108K pairs for GPT-2, megabytes), and about half of
+/// merging's time was waiting on its memory (perf); the pairs merging asks about repeat from piece to
+/// piece, and 4096 of them fit in 64 KB.
+pub(crate) struct RecentPairs {
+    /// (left id << 32 | right id, rank, merged id); an empty entry has a key no pair of ids has.
+    entries: Vec<(u64, u32, u32)>,
+}
+
+impl RecentPairs {
+    const ENTRIES: usize = 4096;
+
+    pub(crate) fn new() -> RecentPairs {
+        RecentPairs {
+            entries: vec![(u64::MAX, NO_MERGE.0, NO_MERGE.1); Self::ENTRIES],
+        }
+    }
+
+    /// The (rank, merged id) of `left` then `right`, or [`NO_MERGE`].
+    #[inline]
+    pub(crate) fn get(&mut self, encoder: &Encoder, left: u32, right: u32) -> (u32, u32) {
+        let key = pair_key(left, right);
+        // Fibonacci hashing: the top 12 bits of the product depend on every bit of both ids.
+        let entry = &mut self.entries[(key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize];
+        if entry.0 != key {
+            let (rank, merged) = encoder.rank(left, right).unwrap_or(NO_MERGE);
+            *entry = (key, rank, merged);
+        }
+        (entry.1, entry.2)
+    }
+}
+
+/// Every way to write each multi-byte token as two tokens, with the token's rank (see module docs).
+///
+/// A token made by merge `i` has rank `i`. A token that no merge makes (a vocabulary may hold some)
+/// ranks after all merges, in id order: tiktoken merges toward every token of its rank table, so these
+/// must be reachable too, and that order is tiktoken's whenever ids follow merge order. Special tokens
+/// are matched before pre-tokenization and never merged.
+pub(crate) fn pair_table(
+    ids: &FastMap<Box<[u8]>, u32>,
+    merges: &[(Vec<u8>, Vec<u8>)],
+    specials: &SpecialTokens,
+) -> Result<PairTable> {
+    let lookup = |bytes: &[u8], what: &str, rank: usize| -> Result<u32> {
+        ids.get(bytes).copied().ok_or_else(|| {
+            Error::InvalidVocab(format!(
+                "merge {rank} ({what}) is {:?}, which is not in the vocabulary",
+                String::from_utf8_lossy(bytes)
+            ))
+        })
+    };
+    let mut rank_of: FastMap<u32, u32> = FastMap::default();
+    for (rank, (left, right)) in merges.iter().enumerate() {
+        lookup(left, "left", rank)?;
+        lookup(right, "right", rank)?;
+        let token = [left.as_slice(), right.as_slice()].concat();
+        // A token made by two merges keeps its first (lowest) rank.
+        rank_of
+            .entry(lookup(&token, "result", rank)?)
+            .or_insert(rank as u32);
+    }
+    let mut unmerged: Vec<(u32, &[u8])> = ids
+        .iter()
+        .filter(|(t, id)| {
+            t.len() > 1
+                && !rank_of.contains_key(id)
+                && !specials.tokens().iter().any(|s| s.as_bytes() == &t[..])
+        })
+        .map(|(t, &id)| (id, &t[..]))
+        .collect();
+    unmerged.sort_unstable();
+    let mut ranked: Vec<(u32, u32, &[u8])> = Vec::with_capacity(rank_of.len() + unmerged.len());
+    for (t, &id) in ids {
+        if let Some(&rank) = rank_of.get(&id) {
+            ranked.push((rank, id, &t[..]));
+        }
+    }
+    let base = merges.len() as u32;
+    ranked.extend(
+        unmerged
+            .iter()
+            .enumerate()
+            .map(|(k, &(id, t))| (base + k as u32, id, t)),
+    );
+    // Only lengths some token has can split a token in two: looking up every split costs a token of n
+    // bytes n hashes of up to n bytes, and the tokens trained on one 10 MB run (up to 1 MB) took 72 s.
+    let mut has_len = vec![false; ids.keys().map(|t| t.len()).max().unwrap_or(0) + 1];
+    for t in ids.keys() {
+        has_len[t.len()] = true;
+    }
+    let mut pairs = PairTable::default();
+    for (rank, merged, token) in ranked {
+        for k in (1..token.len()).filter(|&k| has_len[k] && has_len[token.len() - k]) {
+            if let (Some(&a), Some(&b)) = (ids.get(&token[..k]), ids.get(&token[k..])) {
+                let slot = pairs.entry(pair_key(a, b)).or_insert((rank, merged));
+                if rank < slot.0 {
+                    *slot = (rank, merged);
+                }
+            }
+        }
+    }
+    Ok(pairs)
+}
