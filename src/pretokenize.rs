@@ -203,7 +203,7 @@ fn ascii_class_mask(block: &[u8; 16], class: Class) -> u32 {
 }
 
 /// The length of the piece that starts at `pos` (a piece boundary before the end of `bytes`).
-#[inline]
+#[inline(always)]
 fn piece_len(bytes: &[u8], pos: usize) -> usize {
     let b0 = bytes[pos];
     if b0 == b'\'' {
@@ -252,7 +252,7 @@ pub struct PreTokens<'t> {
 impl<'t> Iterator for PreTokens<'t> {
     type Item = &'t str;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<&'t str> {
         if self.pos >= self.text.len() {
             return None;
