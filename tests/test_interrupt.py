@@ -36,10 +36,15 @@ CHILD = textwrap.dedent(
         sent.append(time.monotonic())
         os.kill(os.getpid(), signal.SIGINT)
 
+    # Counting reports from several threads at once: the lock lets exactly one start the timer.
     def progress(name, done, total):
-        if name == phase and done > 0 and not sent and not timer.is_alive():
-            timer.start()
+        if name == phase and done > 0:
+            with lock:
+                if not started:
+                    started.append(name)
+                    timer.start()
 
+    started, lock = [], threading.Lock()
     timer = threading.Timer(0.2, interrupt)
     start = time.monotonic()
     try:
