@@ -172,7 +172,8 @@ fn pretokenize(py: Python<'_>, text: &str) -> PyResult<Vec<String>> {
 type Vocab<'py> = Vec<Bound<'py, PyBytes>>;
 type Merges<'py> = Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>;
 
-/// Trains on a file; returns (vocab as a list of bytes indexed by id, merges as a list of pairs).
+/// Trains on a file; returns (vocab as a list of bytes indexed by id, merges as a list of pairs, the
+/// number of distinct pre-tokens).
 #[pyfunction]
 #[pyo3(signature = (input_path, vocab_size, special_tokens, num_threads=None, chunk_size=None, progress=None))]
 fn train_bpe<'py>(
@@ -183,7 +184,7 @@ fn train_bpe<'py>(
     num_threads: Option<usize>,
     chunk_size: Option<usize>,
     progress: Option<Py<PyAny>>,
-) -> PyResult<(Vocab<'py>, Merges<'py>)> {
+) -> PyResult<(Vocab<'py>, Merges<'py>, usize)> {
     let mut options = TrainOptions::new(vocab_size);
     options.special_tokens = special_tokens;
     options.num_threads = num_threads;
@@ -200,7 +201,7 @@ fn train_bpe<'py>(
         .iter()
         .map(|&(a, b)| (vocab[a as usize].clone(), vocab[b as usize].clone()))
         .collect();
-    Ok((vocab, merges))
+    Ok((vocab, merges, trained.pretokens))
 }
 
 /// A vocabulary and merges ready to encode; immutable, so one instance serves many threads.
@@ -292,17 +293,18 @@ impl PyEncoder {
 
     /// Encodes the longest safely cut prefix of `text` (all of it when `last`); returns the ids and
     /// the rest of the text.
-    fn encode_prefix(
+    fn encode_prefix<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         text: &str,
         last: bool,
-    ) -> PyResult<(Vec<u32>, String)> {
-        run_detached(py, || {
-            let mut ids = Vec::new();
+    ) -> PyResult<(Bound<'py, PyList>, String)> {
+        let (ids, rest) = run_detached(py, || {
+            let mut ids = Vec::with_capacity(ids_capacity(text.len()));
             let used = self.inner.encode_prefix(text, last, &mut ids);
             Ok((ids, text[used..].to_string()))
-        })
+        })?;
+        Ok((self.to_list(py, &ids)?, rest))
     }
 
     #[pyo3(signature = (texts, num_threads=None))]

@@ -60,6 +60,8 @@ impl TrainOptions {
 pub struct Trained {
     /// The bytes of each id.
     pub vocab: Vec<Vec<u8>>,
+    /// How many distinct pre-tokens the text had.
+    pub pretokens: usize,
     /// The merges, as the ids of the two tokens merged; merge `i` created id `256 + i`.
     pub merges: Vec<Pair>,
 }
@@ -159,6 +161,7 @@ pub fn train_counts(
     tokens.extend(specials.tokens().iter().map(|t| t.as_bytes().to_vec()));
     Ok(Trained {
         vocab: tokens,
+        pretokens: counts.len(),
         merges,
     })
 }

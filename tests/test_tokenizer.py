@@ -96,7 +96,8 @@ def test_encode_iterable_cuts_inside_special_tokens_and_words(gpt2: Tokenizer) -
 
 def test_encode_iterable_is_lazy(gpt2: Tokenizer) -> None:
     def lines():
-        yield "first line here\n" * 10000
+        # One batch's worth of text: the ids come before the iterable is read any further.
+        yield "first line here\n" * (bytepair.tokenizer._STREAM_BATCH // 16 + 1)
         raise RuntimeError("read too far")
 
     ids = gpt2.encode_iterable(lines())

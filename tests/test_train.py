@@ -90,6 +90,15 @@ def test_same_result_for_any_threads_and_chunk_size(cs336: Path) -> None:
             assert got == expected, (threads, chunk)
 
 
+def test_stats_count_distinct_pretokens(tmp_path: Path) -> None:
+    path = tmp_path / "c.txt"
+    path.write_text("low low lower<|endoftext|>low! 12 12")
+    stats: dict = {}
+    bytepair.train_bpe(path, 260, ["<|endoftext|>"], stats=stats)
+    # "low", " low", " lower", "low" again (after the special token), "!", " 12" twice.
+    assert stats == {"distinct_pretokens": 5}
+
+
 def test_stops_early_without_error_when_no_pair_is_left(tmp_path: Path) -> None:
     vocab, merges = bytepair.train_bpe(write(tmp_path, "ab ab"), 10_000, [EOT])
     assert merges == [(b"a", b"b"), (b" ", b"ab")]

@@ -10,7 +10,7 @@ def train_bpe(
     num_threads: int | None = None,
     chunk_size: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-) -> tuple[list[bytes], list[tuple[bytes, bytes]]]: ...
+) -> tuple[list[bytes], list[tuple[bytes, bytes]], int]: ...
 
 class Encoder:
     def __init__(

@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import Tokenizer, train_bpe
 from ._progress import ProgressBar
@@ -140,7 +140,10 @@ def _train(args: argparse.Namespace) -> None:
         start = time.monotonic()
         with ProgressBar() as bar:
             clock = _PhaseClock(bar)
-            vocab, merges = train_bpe(path, vocab_size, specials, num_threads=args.threads, progress=clock)
+            stats: dict[str, Any] = {}
+            vocab, merges = train_bpe(
+                path, vocab_size, specials, num_threads=args.threads, progress=clock, stats=stats
+            )
             trained = time.monotonic()
             tok = Tokenizer(vocab, merges, specials)
             tok.save(args.out)
@@ -149,7 +152,7 @@ def _train(args: argparse.Namespace) -> None:
             )
         encoded = time.monotonic()
     counted = clock.last.get("count", trained)
-    print(f"trained on {source}: {size / 1e6:,.1f} MB")
+    print(f"trained on {source}: {size / 1e6:,.1f} MB, {stats['distinct_pretokens']:,} distinct pre-tokens")
     count_seconds = max(counted - start, 1e-9)
     print(f"  pre-tokenizing and counting {count_seconds:8.2f} s  ({size / 1e6 / count_seconds:,.0f} MB/s)")
     print(f"  merging                     {trained - counted:8.2f} s  ({len(merges):,} merges)")

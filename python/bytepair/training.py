@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable
-from typing import Union
+from typing import Any, Union
 
 from . import _core
 from ._progress import ProgressBar
@@ -35,6 +35,7 @@ def train_bpe(
     *,
     num_threads: int | None = None,
     progress: bool | ProgressCallback = False,
+    stats: dict[str, Any] | None = None,
     _chunk_size: int | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Trains a byte-level BPE tokenizer on the UTF-8 text file ``input_path``.
@@ -53,6 +54,8 @@ def train_bpe(
         num_threads: threads for reading and counting; every core when None.
         progress: True for a progress bar on stderr (when it is a terminal), or a callable
             ``progress(phase, done, total)`` with phase ``"count"`` (bytes) or ``"merge"`` (merges).
+        stats: a dict to fill with facts about the training text: ``"distinct_pretokens"``, the number of
+            distinct pre-tokens it had.
 
     Returns:
         ``(vocab, merges)``: ``vocab`` maps ids 0..len-1 to bytes: the 256 single bytes in byte order,
@@ -91,8 +94,14 @@ def train_bpe(
     vocab_size = min(vocab_size, sys.maxsize)
     if progress is True:
         with ProgressBar() as bar:
-            vocab, merges = _core.train_bpe(path, vocab_size, specials, num_threads, _chunk_size, bar)
+            vocab, merges, pretokens = _core.train_bpe(
+                path, vocab_size, specials, num_threads, _chunk_size, bar
+            )
     else:
         callback = progress if callable(progress) else None
-        vocab, merges = _core.train_bpe(path, vocab_size, specials, num_threads, _chunk_size, callback)
+        vocab, merges, pretokens = _core.train_bpe(
+            path, vocab_size, specials, num_threads, _chunk_size, callback
+        )
+    if stats is not None:
+        stats["distinct_pretokens"] = pretokens
     return dict(enumerate(vocab)), merges
