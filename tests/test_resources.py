@@ -76,14 +76,15 @@ def block() -> str:
 
 TRAIN = """
     import sys, bytepair
-    vocab, merges = bytepair.train_bpe(sys.argv[1], 2000, ["<|endoftext|>"])
+    vocab, merges = bytepair.train_bpe(sys.argv[1], 2000, ["<|endoftext|>"], num_threads=2)
     print(len(merges))
 """
 
 
 def test_training_memory_does_not_grow_with_the_file(block: str, tmp_path: Path) -> None:
     """50 MB and 200 MB of the same text have the same distinct pre-tokens: same merges, and the same
-    peak memory within a few MB (chunks in flight and the per-thread maps are all that is held)."""
+    peak memory within a few MB (chunks in flight and the per-thread maps are all that is held, so the
+    tests fix 2 threads)."""
     small, small_peak = peak_rss_mb(TRAIN, str(repeat_to(tmp_path / "50.txt", block, 50 * MB)))
     big, big_peak = peak_rss_mb(TRAIN, str(repeat_to(tmp_path / "200.txt", block, 200 * MB)))
     assert small == big
@@ -101,7 +102,7 @@ ENCODE_FILE = """
     import sys, bytepair
     vocab, merges = bytepair.train_bpe(sys.argv[1], 2000, ["<|endoftext|>"])
     tok = bytepair.Tokenizer(vocab, merges, ["<|endoftext|>"])
-    print(tok.encode_file(sys.argv[2], sys.argv[3]))
+    print(tok.encode_file(sys.argv[2], sys.argv[3], num_threads=2))
 """
 
 
@@ -118,9 +119,12 @@ def encode_file_peak(block: str, tmp_path: Path, size: int) -> float:
 
 
 def test_encode_file_memory_is_bounded(block: str, tmp_path: Path) -> None:
+    """On 2 threads (memory is per thread: chunks in flight and each worker's caches of pieces). The
+    caches fill up to their caps (about 32 MB a thread) over hundreds of MB of long-tailed text, so the
+    peak creeps up by a few tens of MB, and no further."""
     small_peak = encode_file_peak(block, tmp_path, 50 * MB)
     big_peak = encode_file_peak(block, tmp_path, 200 * MB)
-    assert big_peak - small_peak < 20, (small_peak, big_peak)
+    assert big_peak - small_peak < 40, (small_peak, big_peak)
     assert big_peak < 300, big_peak
 
 
