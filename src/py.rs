@@ -225,22 +225,41 @@ impl PyEncoder {
         let len = isize::try_from(ids.len())
             .map_err(|_| PyValueError::new_err("too many ids for a list"))?;
         // SAFETY: PyList_New returns a new reference (checked for NULL) to a list of `len` NULL slots.
-        // Each slot is written exactly once, before the list is used, with an owned reference
-        // (PyList_SET_ITEM is the macro meant for filling a brand-new list; it steals the reference).
-        // The GIL is held throughout (we have `py`), and a failed int conversion drops the partly
-        // filled list, whose remaining slots are NULL, which list deallocation allows.
+        // Each slot is written exactly once, before the list is used, with a reference the list owns
+        // (PyList_SET_ITEM is the macro meant for filling a brand-new list; it steals the reference):
+        // a new int, or a cached int whose reference count is raised by one for it, at once or, when
+        // counted, after the loop (which cannot exit early). The GIL is held throughout (we have `py`).
         unsafe {
             let list = Bound::from_owned_ptr_or_err(py, ffi::PyList_New(len))?;
+            let ints = &self.ints;
+            // A long list adds references to the same few thousand ints over and over: count them in
+            // a small array and add each int's count at the end, so that the loop writes to L2-sized
+            // counts instead of to the ints themselves, scattered over megabytes (list building took
+            // 57 -> 50 ms for 6.7M ids of prose, 79 -> 65 ms for 8.6M ids of CJK-heavy text). A u32
+            // count cannot overflow in a list of at most u32::MAX ids.
+            let counted = ids.len() >= ints.len() && ids.len() <= u32::MAX as usize;
+            let mut counts = vec![0u32; if counted { ints.len() } else { 0 }];
             for (i, &id) in ids.iter().enumerate() {
-                let item = match self.ints.get(id as usize) {
+                let item = match ints.get(id as usize) {
                     Some(int) => {
-                        let ptr = int.as_ptr();
-                        ffi::Py_INCREF(ptr);
-                        ptr
+                        match counts.get_mut(id as usize) {
+                            Some(n) => *n += 1,
+                            None => ffi::Py_INCREF(int.as_ptr()),
+                        }
+                        int.as_ptr()
                     }
-                    None => id.into_pyobject(py)?.into_ptr(),
+                    None => {
+                        let Ok(int) = id.into_pyobject(py);
+                        int.into_ptr()
+                    }
                 };
                 ffi::PyList_SET_ITEM(list.as_ptr(), i as isize, item);
+            }
+            // Nothing above can fail or return early, so every counted reference is added here.
+            for (int, &n) in ints.iter().zip(&counts) {
+                for _ in 0..n {
+                    ffi::Py_INCREF(int.as_ptr());
+                }
             }
             Ok(list.cast_into_unchecked())
         }
