@@ -177,6 +177,15 @@ def test_report_for_two_tokenizers(tmp_path: Path, corpus: Path, trained: Path) 
     assert "Tokenizer report: tok vs other" in html and "Side by side" in html and "<svg" in html
 
 
+def test_report_takes_several_corpora_after_one_flag(tmp_path: Path, corpus: Path, trained: Path) -> None:
+    second = tmp_path / "second.txt"
+    second.write_text("int main(void) { return 0; }\n" * 50)
+    page = tmp_path / "report.html"
+    result = run("report", str(trained), "--corpus", str(corpus), str(second), "-o", str(page))
+    assert result.returncode == 0, result.stderr
+    assert "tok on corpus.txt:" in result.stdout and "tok on second.txt:" in result.stdout
+
+
 @pytest.mark.parametrize("command", ["train", "encode", "decode", "inspect", "export", "report"])
 def test_every_command_has_help(command: str) -> None:
     result = run(command, "--help")

@@ -382,7 +382,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("dir2", metavar="DIR2", nargs="?", help="a second tokenizer folder, side by side")
     report.add_argument(
-        "--corpus", action="append", required=True, metavar="FILE", help="UTF-8 text; repeatable"
+        "--corpus",
+        action="extend",
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        help="UTF-8 text files: --corpus A B, or --corpus A --corpus B",
     )
     report.add_argument("-o", "--output", required=True, metavar="report.html", help="the HTML file to write")
     threads(report)
