@@ -113,12 +113,6 @@ impl InlineKey {
         }
     }
 
-    /// Whether `self` and `other` hold the same bytes.
-    #[inline(always)]
-    pub fn same_bytes(&self, other: &InlineKey) -> bool {
-        self.lo == other.lo && self.hi == other.hi && self.len == other.len
-    }
-
     /// The key's bytes, in the first `len` bytes of the result.
     pub fn bytes(&self) -> [u8; INLINE] {
         let mut b = [0u8; INLINE];
@@ -295,7 +289,11 @@ mod tests {
             for len in 1..=INLINE.min(text.len() - start) {
                 let slice = &text[start..start + len];
                 let (a, b) = (InlineKey::at(&text, start, len), InlineKey::new(slice));
-                assert!(a.same_bytes(&b) && a.hash == b.hash, "{start} {len}");
+                assert_eq!(
+                    (a.lo, a.hi, a.len, a.hash),
+                    (b.lo, b.hi, b.len, b.hash),
+                    "{start} {len}"
+                );
                 assert_eq!(&a.bytes()[..len], slice);
             }
         }
