@@ -17,8 +17,8 @@
 //!
 //! Short pieces use a quadratic scan over a small array (fastest for the usual few bytes); pieces of
 //! [`LONG_PIECE`] bytes or more use buckets by rank over a linked list ([`Encoder::merge_long`]), so
-//! that 1 MB of one letter stays linear (about 5x prose per byte) instead of quadratic time (the tiktoken issue where
-//! 512 KiB of "x" took two minutes).
+//! that 1 MB of one letter stays linear (about 5x prose per byte) instead of quadratic (the tiktoken
+//! issue where 512 KiB of "x" took two minutes).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -51,7 +51,7 @@ const MAX_ID_GAP: u32 = 1 << 20;
 /// Room for the ids of `len` bytes of text, reserved up front so that the id buffer is not regrown and
 /// copied: 0.75 ids per byte covers real text (English prose makes ~0.3, C code and CJK-heavy text
 /// ~0.5), and pages of the reservation that are never written cost no memory.
-pub fn ids_capacity(len: usize) -> usize {
+pub(crate) fn ids_capacity(len: usize) -> usize {
     len / 2 + len / 4 + 16
 }
 
@@ -432,7 +432,7 @@ impl Scratch {
         Scratch {
             symbols: Vec::new(),
             ranks: Vec::new(),
-            pairs: RecentPairs::new(),
+            pairs: RecentPairs::for_text(text_len),
             recent: RecentPieces::for_text(text_len),
             cache: BytesMap::default(),
             cached_ids: Vec::new(),

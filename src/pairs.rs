@@ -28,14 +28,18 @@ pub(crate) fn pair_key(left: u32, right: u32) -> u64 {
 pub(crate) struct RecentPairs {
     /// (left id << 32 | right id, rank, merged id); an empty entry has a key no pair of ids has.
     entries: Vec<(u64, u32, u32)>,
+    /// 64 minus log2 of the number of entries: the hash is the top bits of a product.
+    shift: u32,
 }
 
 impl RecentPairs {
-    const ENTRIES: usize = 4096;
-
-    pub(crate) fn new() -> RecentPairs {
+    /// Enough entries for a text of `text_len` bytes, from 64 to 4096 (64 KB), so that a short text
+    /// does not pay to fill a large table: one entry per 16 bytes of text.
+    pub(crate) fn for_text(text_len: usize) -> RecentPairs {
+        let n = (text_len / 16).next_power_of_two().clamp(64, 4096);
         RecentPairs {
-            entries: vec![(u64::MAX, NO_MERGE.0, NO_MERGE.1); Self::ENTRIES],
+            entries: vec![(u64::MAX, NO_MERGE.0, NO_MERGE.1); n],
+            shift: 64 - n.trailing_zeros(),
         }
     }
 
@@ -43,8 +47,9 @@ impl RecentPairs {
     #[inline]
     pub(crate) fn get(&mut self, encoder: &Encoder, left: u32, right: u32) -> (u32, u32) {
         let key = pair_key(left, right);
-        // Fibonacci hashing: the top 12 bits of the product depend on every bit of both ids.
-        let entry = &mut self.entries[(key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize];
+        // Fibonacci hashing: the top bits of the product depend on every bit of both ids.
+        let slot = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
+        let entry = &mut self.entries[slot];
         if entry.0 != key {
             let (rank, merged) = encoder.rank(left, right).unwrap_or(NO_MERGE);
             *entry = (key, rank, merged);
