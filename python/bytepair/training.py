@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -92,13 +93,8 @@ def train_bpe(
     path = os.fspath(input_path)
     # Training stops when no pair is left, long before any vocab_size beyond sys.maxsize.
     vocab_size = min(vocab_size, sys.maxsize)
-    if progress is True:
-        with ProgressBar() as bar:
-            vocab, merges, pretokens = _core.train_bpe(
-                path, vocab_size, specials, num_threads, _chunk_size, bar
-            )
-    else:
-        callback = progress if callable(progress) else None
+    with ProgressBar() if progress is True else contextlib.nullcontext() as bar:
+        callback = bar if progress is True else progress if callable(progress) else None
         vocab, merges, pretokens = _core.train_bpe(
             path, vocab_size, specials, num_threads, _chunk_size, callback
         )
