@@ -16,16 +16,16 @@
 //! applying the merges list in order.
 //!
 //! Short pieces use a quadratic scan over a small array (fastest for the usual few bytes); pieces of
-//! [`LONG_PIECE`] bytes or more use buckets by rank over a linked list ([`Encoder::merge_long`]), so
-//! that 1 MB of one letter stays linear (about 5x prose per byte) instead of quadratic (the tiktoken
-//! issue where 512 KiB of "x" took two minutes).
+//! [`LONG_PIECE`] bytes or more use buckets by rank over a linked list ([`LongMerge`]), so
+//! that 1 MB of one letter stays near-linear (about 2.5x prose per byte) instead of quadratic (the
+//! tiktoken issue where 512 KiB of "x" took two minutes).
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
 use crate::bytes_map::{BytesMap, InlineKey, INLINE};
 use crate::chunks::{last_safe_cut, lookahead};
 use crate::error::{Error, Result};
+use crate::long_merge::LongMerge;
 use crate::pairs::{pair_key, pair_table, PairTable, RecentPairs, NO_MERGE};
 use crate::pretokenize::pretokenize;
 use crate::recent::RecentPieces;
@@ -33,7 +33,7 @@ use crate::special::{Segment, SpecialTokens};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Pieces at least this long take the bucket path ([`Encoder::merge_long`]).
+/// Pieces at least this long take the bucket path ([`LongMerge`]).
 pub const LONG_PIECE: usize = 128;
 
 /// How many multi-token pieces a cache holds, and how many ids in all, before it starts over. 20 MB
@@ -64,6 +64,8 @@ pub struct Encoder {
     tokens: Vec<Option<Box<[u8]>>>,
     byte_ids: [u32; 256],
     pairs: PairTable,
+    /// One more than the highest rank in `pairs`.
+    rank_limit: usize,
     /// `pairs` for the two single-byte tokens `[b0]`, `[b1]` at `b0 << 8 | b1`: every piece starts as
     /// bytes, so these are most lookups, and a 512 KB array answers them from cache without hashing.
     /// Indexed by bytes (not ids), so it is exact whatever ids the bytes have.
@@ -130,6 +132,11 @@ impl Encoder {
             tokens[id as usize] = Some(bytes.clone());
         }
         let pairs = pair_table(&ids, merges, &specials)?;
+        let rank_limit = pairs
+            .values()
+            .map(|&(rank, _)| rank as usize + 1)
+            .max()
+            .unwrap_or(0);
         let mut byte_pairs = vec![NO_MERGE; 1 << 16];
         for (i, slot) in byte_pairs.iter_mut().enumerate() {
             let (a, b) = (byte_ids[i >> 8], byte_ids[i & 0xFF]);
@@ -144,6 +151,7 @@ impl Encoder {
             tokens,
             byte_ids,
             pairs,
+            rank_limit,
             byte_pairs,
             specials,
             special_ids,
@@ -213,7 +221,9 @@ impl Encoder {
         if len > INLINE {
             match self.table.get(piece) {
                 Some(id) => out.push(id),
-                None if len >= LONG_PIECE => self.merge_long(piece, out),
+                None if len >= LONG_PIECE => {
+                    scratch.long.merge(self, &mut scratch.pairs, piece, out)
+                }
                 None => match scratch.cache.get(piece) {
                     Some(ids) => scratch.push_cached(ids, out),
                     None => *scratch.cache.entry(piece) = self.merge_and_keep(piece, out, scratch),
@@ -261,6 +271,23 @@ impl Encoder {
         (start, (out.len() - before) as u32)
     }
 
+    /// The id of the single byte `b`.
+    #[inline]
+    pub(crate) fn byte_id(&self, b: u8) -> u32 {
+        self.byte_ids[b as usize]
+    }
+
+    /// The (rank, merged id) of the single-byte tokens `b0` then `b1`, or [`NO_MERGE`].
+    #[inline]
+    pub(crate) fn byte_pair(&self, b0: u8, b1: u8) -> (u32, u32) {
+        self.byte_pairs[(b0 as usize) << 8 | b1 as usize]
+    }
+
+    /// One more than the highest rank a pair of tokens merges at.
+    pub(crate) fn rank_limit(&self) -> usize {
+        self.rank_limit
+    }
+
     #[inline]
     pub(crate) fn rank(&self, left: u32, right: u32) -> Option<(u32, u32)> {
         self.pairs.get(&pair_key(left, right)).copied()
@@ -276,13 +303,9 @@ impl Encoder {
             ..
         } = scratch;
         symbols.clear();
-        symbols.extend(piece.iter().map(|&b| self.byte_ids[b as usize]));
+        symbols.extend(piece.iter().map(|&b| self.byte_id(b)));
         ranks.clear();
-        ranks.extend(
-            piece
-                .windows(2)
-                .map(|w| self.byte_pairs[(w[0] as usize) << 8 | w[1] as usize]),
-        );
+        ranks.extend(piece.windows(2).map(|w| self.byte_pair(w[0], w[1])));
         while let Some((i, &(rank, merged))) =
             ranks.iter().enumerate().min_by_key(|&(i, &(r, _))| (r, i))
         {
@@ -300,95 +323,6 @@ impl Encoder {
             }
         }
         out.extend_from_slice(symbols);
-    }
-
-    /// The same merges as [`Self::merge_short`] in O(n log n), for long pieces.
-    ///
-    /// Symbols are a linked list over fixed positions; `pair[i]` is the (rank, merged id) of the pair
-    /// position `i` starts now. Candidates wait in one bucket of positions per rank; a small heap
-    /// holds the ranks. The lowest rank's bucket is sorted and merged left to right, which is
-    /// tiktoken's (rank, leftmost) order because a merge at rank `r` never creates a pair of rank `r`
-    /// (the new pairs hold the merged token, so they spell longer tokens). When a merge creates a pair
-    /// of a lower rank, the rest of the bucket waits and the lower rank goes first. Entries whose
-    /// pair has changed since are skipped. A binary heap of (rank, position) did the same work with
-    /// a cache miss per level: 1 MB of one letter took about 150 ns per byte.
-    fn merge_long(&self, piece: &[u8], out: &mut Vec<u32>) {
-        const NONE: u32 = u32::MAX;
-        let n = piece.len();
-        assert!(n < NONE as usize, "pieces are shorter than 4 GiB");
-        let mut symbol: Vec<u32> = piece.iter().map(|&b| self.byte_ids[b as usize]).collect();
-        let mut next: Vec<u32> = (1..=n as u32)
-            .map(|i| if i as usize == n { NONE } else { i })
-            .collect();
-        let mut prev: Vec<u32> = (0..n as u32).map(|i| i.wrapping_sub(1)).collect();
-        let mut pair: Vec<(u32, u32)> = piece
-            .windows(2)
-            .map(|w| self.byte_pairs[(w[0] as usize) << 8 | w[1] as usize])
-            .chain([NO_MERGE])
-            .collect();
-        let mut buckets: FastMap<u32, Vec<u32>> = FastMap::default();
-        for (i, &(rank, _)) in pair.iter().enumerate() {
-            if rank != NO_MERGE.0 {
-                buckets.entry(rank).or_default().push(i as u32);
-            }
-        }
-        let mut ranks: BinaryHeap<Reverse<u32>> = buckets.keys().map(|&r| Reverse(r)).collect();
-        while let Some(Reverse(rank)) = ranks.pop() {
-            let Some(mut positions) = buckets.remove(&rank) else {
-                continue;
-            };
-            positions.sort_unstable();
-            positions.dedup();
-            for (k, &i) in positions.iter().enumerate() {
-                if pair[i as usize].0 != rank {
-                    continue;
-                }
-                let merged = pair[i as usize].1;
-                let j = next[i as usize];
-                symbol[i as usize] = merged;
-                next[i as usize] = next[j as usize];
-                pair[j as usize] = NO_MERGE;
-                if next[j as usize] != NONE {
-                    prev[next[j as usize] as usize] = i;
-                }
-                let mut lowest = u32::MAX;
-                for at in [prev[i as usize], i] {
-                    if at == NONE {
-                        continue;
-                    }
-                    let right = next[at as usize];
-                    let p = match right {
-                        NONE => NO_MERGE,
-                        _ => self
-                            .rank(symbol[at as usize], symbol[right as usize])
-                            .unwrap_or(NO_MERGE),
-                    };
-                    pair[at as usize] = p;
-                    if p.0 != NO_MERGE.0 {
-                        let bucket = buckets.entry(p.0).or_default();
-                        if bucket.is_empty() {
-                            ranks.push(Reverse(p.0));
-                        }
-                        bucket.push(at);
-                        lowest = lowest.min(p.0);
-                    }
-                }
-                if lowest < rank {
-                    // A lower rank goes first; the rest of this bucket waits behind it.
-                    buckets
-                        .entry(rank)
-                        .or_default()
-                        .extend_from_slice(&positions[k + 1..]);
-                    ranks.push(Reverse(rank));
-                    break;
-                }
-            }
-        }
-        let mut i = 0;
-        while i != NONE {
-            out.push(symbol[i as usize]);
-            i = next[i as usize];
-        }
     }
 
     /// The bytes of `ids`, concatenated. Fails on an id that has no token.
@@ -418,6 +352,7 @@ pub(crate) struct Scratch {
     recent: RecentPieces,
     cache: BytesMap<(u32, u32)>,
     cached_ids: Vec<u32>,
+    long: LongMerge,
 }
 
 impl Scratch {
@@ -436,6 +371,7 @@ impl Scratch {
             recent: RecentPieces::for_text(text_len),
             cache: BytesMap::default(),
             cached_ids: Vec::new(),
+            long: LongMerge::default(),
         }
     }
 }
@@ -488,7 +424,10 @@ mod tests {
                 let piece = format!("{}{tail}", "a".repeat(n));
                 let (mut short, mut long) = (Vec::new(), Vec::new());
                 e.merge_short(piece.as_bytes(), &mut short, &mut Scratch::for_text(0));
-                e.merge_long(piece.as_bytes(), &mut long);
+                let mut scratch = Scratch::for_text(0);
+                scratch
+                    .long
+                    .merge(&e, &mut scratch.pairs, piece.as_bytes(), &mut long);
                 assert_eq!(short, long, "{n} {tail}");
             }
         }
@@ -539,7 +478,10 @@ mod tests {
                     .collect();
                 let (mut short, mut long) = (Vec::new(), Vec::new());
                 e.merge_short(&piece, &mut short, &mut Scratch::for_text(0));
-                e.merge_long(&piece, &mut long);
+                let mut scratch = Scratch::for_text(0);
+                scratch
+                    .long
+                    .merge(&e, &mut scratch.pairs, &piece, &mut long);
                 assert_eq!(
                     short,
                     long,

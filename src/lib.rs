@@ -8,6 +8,7 @@
 //! - [`count`]: counting pre-tokens over those pieces on all cores.
 //! - [`train`] and [`queue`]: choosing merges incrementally, ties to the greatest pair of byte strings.
 //! - [`encode`]: text to ids and back, identical to tiktoken for the same ranks.
+//! - `long_merge`: the encoder's merge loop for long pre-tokens, O(n log n) where the short one is quadratic.
 //! - `pairs`: which adjacent tokens merge, and at which rank, for the encoder's merge loop.
 //! - [`bytes_map`]: the byte-string map behind counting and encoding's lookups.
 //! - [`recent`]: the encoder's small cache of recently seen pre-tokens.
@@ -32,6 +33,7 @@ pub mod count;
 pub mod encode;
 pub mod encode_file;
 pub mod error;
+mod long_merge;
 mod pairs;
 pub mod pretokenize;
 pub mod progress;
