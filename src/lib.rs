@@ -14,6 +14,7 @@
 //! - [`recent`]: the encoder's small cache of recently seen pre-tokens.
 //! - [`encode_file`]: whole files to `.npy` arrays of ids, on all cores, in bounded memory.
 //! - [`huge_pages`]: 2 MB pages for the large buffers of one call.
+//! - [`ucs`]: Python's string storage (Latin-1, UCS-2, UCS-4) to UTF-8.
 //! - `py` (feature `python`): the PyO3 binding; nothing else knows about Python.
 //!
 //! ```
@@ -43,6 +44,7 @@ pub mod queue;
 pub mod recent;
 pub mod special;
 pub mod train;
+pub mod ucs;
 mod unicode_tables;
 
 #[cfg(feature = "python")]

