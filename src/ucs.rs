@@ -16,7 +16,8 @@ pub enum Units<'a> {
 }
 
 /// Appends the UTF-8 of `text` to `out`, or returns the index of the first character UTF-8 cannot hold
-/// (a lone surrogate, which Python strings may contain), leaving `out` partly written.
+/// (a lone surrogate, which Python strings may contain, or a unit past U+10FFFF, which they cannot),
+/// leaving `out` partly written.
 pub fn to_utf8(text: Units<'_>, out: &mut Vec<u8>) -> Result<(), usize> {
     match text {
         Units::Latin1(units) => encode_units(units, 2, out),
@@ -54,8 +55,27 @@ fn encode_chars<T: Copy + Into<u32>>(
     out: &mut Vec<u8>,
 ) -> Result<(), usize> {
     for (k, &c) in units.iter().enumerate() {
-        let c = char::from_u32(c.into()).ok_or(at + k)?;
-        out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+        let c: u32 = c.into();
+        // Arrays of a fixed length, so that no push is a call to memcpy.
+        match c {
+            0..=0x7F => out.push(c as u8),
+            0x80..=0x7FF => {
+                out.extend_from_slice(&[0xC0 | (c >> 6) as u8, 0x80 | (c & 0x3F) as u8])
+            }
+            0xD800..=0xDFFF => return Err(at + k),
+            0x800..=0xFFFF => out.extend_from_slice(&[
+                0xE0 | (c >> 12) as u8,
+                0x80 | (c >> 6 & 0x3F) as u8,
+                0x80 | (c & 0x3F) as u8,
+            ]),
+            0x1_0000..=0x10_FFFF => out.extend_from_slice(&[
+                0xF0 | (c >> 18) as u8,
+                0x80 | (c >> 12 & 0x3F) as u8,
+                0x80 | (c >> 6 & 0x3F) as u8,
+                0x80 | (c & 0x3F) as u8,
+            ]),
+            _ => return Err(at + k),
+        }
     }
     Ok(())
 }
@@ -102,5 +122,7 @@ mod tests {
         let mut ucs4: Vec<u32> = vec![u32::from('y'); 5];
         ucs4[4] = 0xDFFF;
         assert_eq!(utf8(Units::Ucs4(&ucs4)), Err(4));
+        ucs4[2] = 0x11_0000;
+        assert_eq!(utf8(Units::Ucs4(&ucs4)), Err(2));
     }
 }
