@@ -25,10 +25,9 @@ use std::collections::HashMap;
 use crate::bytes_map::{BytesMap, InlineKey, INLINE};
 use crate::chunks::{last_safe_cut, lookahead};
 use crate::error::{Error, Result};
-use crate::long_merge::LongMerge;
-use crate::pairs::{pair_key, pair_table, PairTable, RecentPairs, NO_MERGE};
+use crate::pairs::{pair_key, pair_table, PairTable, NO_MERGE};
 use crate::pretokenize::pretokenize;
-use crate::recent::RecentPieces;
+use crate::scratch::{Scratch, ScratchPool};
 use crate::special::{Segment, SpecialTokens};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -72,6 +71,8 @@ pub struct Encoder {
     byte_pairs: Vec<(u32, u32)>,
     specials: SpecialTokens,
     special_ids: Vec<u32>,
+    /// Caches kept warm between calls.
+    scratches: ScratchPool,
 }
 
 impl Encoder {
@@ -155,6 +156,7 @@ impl Encoder {
             byte_pairs,
             specials,
             special_ids,
+            scratches: ScratchPool::default(),
         })
     }
 
@@ -168,14 +170,14 @@ impl Encoder {
         (&self.specials, &self.special_ids)
     }
 
-    /// Appends the ids of `text` to `out`.
+    /// Appends the ids of `text` to `out`, with caches kept from earlier calls (see [`ScratchPool`]).
     pub fn encode(&self, text: &str, out: &mut Vec<u32>) {
-        self.encode_with(text, out, &mut Scratch::for_text(text.len()));
+        self.scratches
+            .with(text.len(), |scratch| self.encode_with(text, out, scratch));
     }
 
-    /// [`Self::encode`] with caller-kept buffers and caches, so that a thread encoding many pieces of
-    /// one text (`encode_file`'s chunks) keeps its caches warm. `scratch` must only ever be used with
-    /// this encoder: it holds its ids.
+    /// [`Self::encode`] with caller-kept buffers and caches (`encode_file` keeps one per worker thread).
+    /// `scratch` must only ever be used with this encoder: it holds its ids.
     pub(crate) fn encode_with(&self, text: &str, out: &mut Vec<u32>, scratch: &mut Scratch) {
         let bytes = text.as_bytes();
         for segment in self.specials.split(text) {
@@ -346,40 +348,6 @@ impl Encoder {
     /// The bytes of one token, if the id has one.
     pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
         self.tokens.get(id as usize)?.as_deref()
-    }
-}
-
-/// State reused across the pieces of one call: buffers of [`Encoder::merge_short`], the recent pieces,
-/// and a bounded cache of multi-token pieces (their ids end to end in `cached_ids`), since words that
-/// are not one token recur. One per call or per thread, so that threads share nothing.
-pub(crate) struct Scratch {
-    symbols: Vec<u32>,
-    ranks: Vec<(u32, u32)>,
-    pairs: RecentPairs,
-    recent: RecentPieces,
-    cache: BytesMap<(u32, u32)>,
-    cached_ids: Vec<u32>,
-    long: LongMerge,
-}
-
-impl Scratch {
-    /// Appends the cached ids at `(start, len)` of `cached_ids`.
-    #[inline]
-    fn push_cached(&self, (start, len): (u32, u32), out: &mut Vec<u32>) {
-        out.extend_from_slice(&self.cached_ids[start as usize..(start + len) as usize]);
-    }
-
-    /// Sized for texts of about `text_len` bytes.
-    pub(crate) fn for_text(text_len: usize) -> Scratch {
-        Scratch {
-            symbols: Vec::new(),
-            ranks: Vec::new(),
-            pairs: RecentPairs::for_text(text_len),
-            recent: RecentPieces::for_text(text_len),
-            cache: BytesMap::default(),
-            cached_ids: Vec::new(),
-            long: LongMerge::default(),
-        }
     }
 }
 

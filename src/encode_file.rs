@@ -14,9 +14,10 @@ use std::sync::Mutex;
 use rayon::prelude::*;
 
 use crate::chunks::{Chunk, ChunkReader};
-use crate::encode::{ids_capacity, Encoder, Scratch};
+use crate::encode::{ids_capacity, Encoder};
 use crate::error::{Error, Result};
 use crate::progress::{Phase, Progress};
+use crate::scratch::Scratch;
 
 /// The element type of the output array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

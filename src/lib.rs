@@ -12,6 +12,7 @@
 //! - `pairs`: which adjacent tokens merge, and at which rank, for the encoder's merge loop.
 //! - [`bytes_map`]: the byte-string map behind counting and encoding's lookups.
 //! - [`recent`]: the encoder's small cache of recently seen pre-tokens.
+//! - `scratch`: the encoder's per-thread caches, kept between calls.
 //! - [`encode_file`]: whole files to `.npy` arrays of ids, on all cores, in bounded memory.
 //! - [`huge_pages`]: 2 MB pages for the large buffers of one call.
 //! - [`ucs`]: Python's string storage (Latin-1, UCS-2, UCS-4) to UTF-8.
@@ -42,6 +43,7 @@ pub mod pretokenize;
 pub mod progress;
 pub mod queue;
 pub mod recent;
+mod scratch;
 pub mod special;
 pub mod train;
 pub mod ucs;

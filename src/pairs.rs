@@ -36,11 +36,21 @@ impl RecentPairs {
     /// Enough entries for a text of `text_len` bytes, from 64 to 4096 (64 KB), so that a short text
     /// does not pay to fill a large table: one entry per 16 bytes of text.
     pub(crate) fn for_text(text_len: usize) -> RecentPairs {
-        let n = (text_len / 16).next_power_of_two().clamp(64, 4096);
+        let n = Self::entries_for(text_len);
         RecentPairs {
             entries: vec![(u64::MAX, NO_MERGE.0, NO_MERGE.1); n],
             shift: 64 - n.trailing_zeros(),
         }
+    }
+
+    /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
+    pub(crate) fn entries_for(text_len: usize) -> usize {
+        (text_len / 16).next_power_of_two().clamp(64, 4096)
+    }
+
+    /// The number of entries.
+    pub(crate) fn entries(&self) -> usize {
+        self.entries.len()
     }
 
     /// The (rank, merged id) of `left` then `right`, or [`NO_MERGE`].

@@ -36,11 +36,21 @@ impl RecentPieces {
     /// Enough entries for a text of `text_len` bytes, at most 16384 (512 KB) and at least 64, so that
     /// a short text does not pay to clear a large table.
     pub fn for_text(text_len: usize) -> RecentPieces {
-        let n = (text_len / 8).next_power_of_two().clamp(64, 16384);
+        let n = Self::entries_for(text_len);
         RecentPieces {
             entries: vec![Entry::default(); n],
             mask: n - 1,
         }
+    }
+
+    /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
+    pub fn entries_for(text_len: usize) -> usize {
+        (text_len / 8).next_power_of_two().clamp(64, 16384)
+    }
+
+    /// The number of entries.
+    pub fn entries(&self) -> usize {
+        self.entries.len()
     }
 
     /// The ids of the piece `key` stands for, if it is here.

@@ -254,6 +254,17 @@ def test_a_lone_surrogate_anywhere_raises(gpt2: Tokenizer, wide: str) -> None:
             gpt2.encode(text)
 
 
+def test_caches_kept_between_calls_belong_to_their_tokenizer(gpt2: Tokenizer, tiktoken_gpt2) -> None:
+    # Each tokenizer keeps its caches between calls; a second tokenizer (bytes only, no merges) encoding
+    # the same words in between must neither see nor disturb them.
+    plain = Tokenizer(byte_vocab(), [])
+    words = [" the cat", " sat", " on the mat", " 日本語", "!!"]
+    for _ in range(3):
+        for w in words:
+            assert gpt2.encode(w * 50) == tiktoken_gpt2.encode(w * 50)
+            assert plain.encode(w * 50) == list((w * 50).encode())
+
+
 def test_long_runs_encode_like_tiktoken(gpt2: Tokenizer, tiktoken_gpt2) -> None:
     for text in ["a" * 5000, " " * 5000, "7" * 5000, "🙂" * 2000, "ab" * 3000]:
         assert gpt2.encode(text) == tiktoken_gpt2.encode(text), text[:3]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -210,6 +211,12 @@ class Tokenizer:
         >>> list(tok.encode_iterable(["h", "i ", "there"]))
         [104, 105, 32, 116, 104, 101, 114, 101]
         """
+        # Chained in C: a generator yielding each id took longer than encoding them (6.7M yields of
+        # 20 MB of prose); this one yields one list per batch.
+        return itertools.chain.from_iterable(self._encode_batches(iterable))
+
+    def _encode_batches(self, iterable: Iterable[str]) -> Iterator[list[int]]:
+        """The ids of :meth:`encode_iterable`, a list per batch of text."""
         held = ""  # text after the last safe cut, held back from the engine
         pending: list[str] = []  # text received since; joined once per batch, not copied per piece
         size = 0
@@ -227,9 +234,9 @@ class Tokenizer:
                 pending.clear()
                 size = len(held)
                 next_try = _STREAM_BATCH if size < len(text) else 2 * size
-                yield from ids
+                yield ids
         ids, _ = self._encoder.encode_prefix(held + "".join(pending), True)
-        yield from ids
+        yield ids
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD.

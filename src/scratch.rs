@@ -1,0 +1,140 @@
+//! [`Scratch`]: the encoder's per-thread buffers and caches, and [`ScratchPool`], which keeps them
+//! between calls.
+//!
+//! Encoding a text fills caches (recent pieces, merged pieces, pair answers) that make the rest of the
+//! text fast. A tokenizer is usually called once per document, thousands of times, and a fresh scratch
+//! per call started every document cold: every word was looked up in the large vocabulary table again
+//! and every multi-token word merged again. The pool hands each call a scratch an earlier call filled,
+//! so a loop over documents runs as fast as one call on their concatenation (see
+//! `benchmarks/encode.py`, section `documents`).
+
+use std::sync::{Mutex, PoisonError};
+
+use crate::bytes_map::BytesMap;
+use crate::long_merge::LongMerge;
+use crate::pairs::RecentPairs;
+use crate::recent::RecentPieces;
+
+/// State reused across the pieces of one call, and between calls: buffers of the merge loops, the
+/// recent pieces, the pair answers, and a bounded cache of multi-token pieces (their ids end to end in
+/// `cached_ids`), since words that are not one token recur. Used by one thread at a time.
+pub(crate) struct Scratch {
+    pub(crate) symbols: Vec<u32>,
+    pub(crate) ranks: Vec<(u32, u32)>,
+    pub(crate) pairs: RecentPairs,
+    pub(crate) recent: RecentPieces,
+    pub(crate) cache: BytesMap<(u32, u32)>,
+    pub(crate) cached_ids: Vec<u32>,
+    pub(crate) long: LongMerge,
+    /// Bytes of text encoded with this scratch, which its small tables are sized by.
+    seen: usize,
+}
+
+impl Scratch {
+    /// Sized for texts of about `text_len` bytes.
+    pub(crate) fn for_text(text_len: usize) -> Scratch {
+        let mut scratch = Scratch {
+            symbols: Vec::new(),
+            ranks: Vec::new(),
+            pairs: RecentPairs::for_text(0),
+            recent: RecentPieces::for_text(0),
+            cache: BytesMap::default(),
+            cached_ids: Vec::new(),
+            long: LongMerge::default(),
+            seen: 0,
+        };
+        scratch.fit(text_len);
+        scratch
+    }
+
+    /// Grows the direct-mapped tables for `text_len` more bytes of text: they are sized by all the
+    /// text this scratch has encoded, so that a short text does not pay to clear large tables while a
+    /// long one, or many short ones, get full-sized tables.
+    pub(crate) fn fit(&mut self, text_len: usize) {
+        self.seen = self.seen.saturating_add(text_len);
+        if RecentPieces::entries_for(self.seen) > self.recent.entries() {
+            self.recent = RecentPieces::for_text(self.seen);
+        }
+        if RecentPairs::entries_for(self.seen) > self.pairs.entries() {
+            self.pairs = RecentPairs::for_text(self.seen);
+        }
+    }
+
+    /// Appends the cached ids at `(start, len)` of `cached_ids`.
+    #[inline]
+    pub(crate) fn push_cached(&self, (start, len): (u32, u32), out: &mut Vec<u32>) {
+        out.extend_from_slice(&self.cached_ids[start as usize..(start + len) as usize]);
+    }
+}
+
+/// Scratches that earlier calls filled, one for each call that ran at the same time as others (so as
+/// many as the most threads that ever encoded at once). Each holds at most about 30 MB (its caches are
+/// bounded); most hold a few.
+#[derive(Default)]
+pub(crate) struct ScratchPool(Mutex<Vec<Scratch>>);
+
+impl ScratchPool {
+    /// Runs `f` with a scratch from the pool (or a new one) fitted to `text_len` bytes, and returns the
+    /// scratch to the pool. A scratch whose call panicked is dropped rather than returned.
+    pub(crate) fn with<T>(&self, text_len: usize, f: impl FnOnce(&mut Scratch) -> T) -> T {
+        let pooled = self.lock().pop();
+        let mut scratch = match pooled {
+            Some(mut scratch) => {
+                scratch.fit(text_len);
+                scratch
+            }
+            None => Scratch::for_text(text_len),
+        };
+        let result = f(&mut scratch);
+        self.lock().push(scratch);
+        result
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Scratch>> {
+        // The vector is only pushed and popped, which cannot leave it inconsistent.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl std::fmt::Debug for ScratchPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ScratchPool({} idle)", self.lock().len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_grow_with_all_the_text_seen() {
+        let mut scratch = Scratch::for_text(100);
+        assert_eq!(scratch.recent.entries(), RecentPieces::entries_for(100));
+        // Many short texts add up: after 1 MB in 1 KB calls the tables are full size.
+        for _ in 0..1024 {
+            scratch.fit(1024);
+        }
+        assert_eq!(
+            scratch.recent.entries(),
+            RecentPieces::entries_for(usize::MAX)
+        );
+        assert_eq!(
+            scratch.pairs.entries(),
+            RecentPairs::entries_for(usize::MAX)
+        );
+    }
+
+    #[test]
+    fn pool_reuses_one_scratch_per_concurrent_call() {
+        let pool = ScratchPool::default();
+        pool.with(10, |s| s.cached_ids.push(7));
+        // The next call gets the scratch the first one filled.
+        pool.with(10, |s| assert_eq!(s.cached_ids, [7]));
+        assert_eq!(pool.lock().len(), 1);
+        // A call made while another holds the scratch gets a new one; both come back.
+        pool.with(10, |_| {
+            pool.with(10, |inner| assert!(inner.cached_ids.is_empty()))
+        });
+        assert_eq!(pool.lock().len(), 2);
+    }
+}
