@@ -7,7 +7,6 @@
 //! everything succeeded: an error or an interruption leaves no partial `.npy`.
 
 use std::fs::{self, File};
-use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -16,6 +15,7 @@ use rayon::prelude::*;
 use crate::chunks::{Chunk, ChunkReader};
 use crate::encode::{ids_capacity, Encoder};
 use crate::error::{Error, Result};
+use crate::npy_writer::{npy_header, NpyWriter};
 use crate::progress::{Phase, Progress};
 use crate::scratch::Scratch;
 
@@ -40,22 +40,6 @@ impl Dtype {
             Dtype::U32 => "uint32",
         }
     }
-}
-
-/// The header is rewritten in place at the end, so it has a fixed size: 128 bytes holds any length.
-const HEADER_LEN: usize = 128;
-
-fn npy_header(dtype: Dtype, len: u64) -> Vec<u8> {
-    let dict = format!(
-        "{{'descr': '{}', 'fortran_order': False, 'shape': ({len},), }}",
-        dtype.descr()
-    );
-    let mut header = b"\x93NUMPY\x01\x00".to_vec();
-    header.extend_from_slice(&((HEADER_LEN - 10) as u16).to_le_bytes());
-    header.extend_from_slice(dict.as_bytes());
-    header.resize(HEADER_LEN - 1, b' ');
-    header.push(b'\n');
-    header
 }
 
 /// Removes the temporary file unless it was renamed into place.
@@ -119,8 +103,7 @@ pub fn encode_file(
     let tmp_path = output.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let tmp = TempFile(Some(tmp_path.clone()));
     let write_err = |e| Error::io(output, e);
-    let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp_path).map_err(write_err)?);
-    out.write_all(&npy_header(dtype, 0)).map_err(write_err)?;
+    let mut out = NpyWriter::create(&tmp_path).map_err(write_err)?;
 
     let batch_size = 3 * rayon::current_num_threads();
     // One encoder scratch per worker thread, kept across chunks: its caches of pieces stay warm for the
@@ -142,12 +125,12 @@ pub fn encode_file(
 
     // Batches are encoded on the pool while a writer thread writes the previous one, so the pool does
     // not wait for the disk, and the disk does not wait for the pool.
-    let (tokens, out) = std::thread::scope(|scope| -> Result<(u64, BufWriter<File>)> {
+    let (tokens, out) = std::thread::scope(|scope| -> Result<(u64, NpyWriter)> {
         let (send, receive) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(0);
-        let writer = scope.spawn(move || -> std::io::Result<BufWriter<File>> {
+        let writer = scope.spawn(move || -> std::io::Result<NpyWriter> {
             for batch in receive {
                 for bytes in batch {
-                    out.write_all(&bytes)?;
+                    out.write(&bytes)?;
                 }
             }
             Ok(out)
@@ -189,9 +172,8 @@ pub fn encode_file(
         encoded?;
         Ok((tokens, out?))
     })?;
-    let mut file = out.into_inner().map_err(|e| write_err(e.into_error()))?;
-    file.seek(SeekFrom::Start(0)).map_err(write_err)?;
-    file.write_all(&npy_header(dtype, tokens))
+    let file = out
+        .finish(&npy_header(dtype.descr(), tokens))
         .map_err(write_err)?;
     // No fsync: the rename makes the output appear whole or not at all to every reader, which is the
     // guarantee; forcing gigabytes to disk first took seconds and protects only against power loss.
@@ -199,17 +181,4 @@ pub fn encode_file(
     fs::rename(&tmp_path, output).map_err(write_err)?;
     std::mem::forget(tmp);
     Ok(tokens)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn header_has_fixed_length_and_numpy_layout() {
-        let h = npy_header(Dtype::U16, 12345);
-        assert_eq!(h.len(), HEADER_LEN);
-        assert!(h.starts_with(b"\x93NUMPY\x01\x00\x76\x00{'descr': '<u2', 'fortran_order': False, 'shape': (12345,), }"));
-        assert_eq!(npy_header(Dtype::U32, u64::MAX).len(), HEADER_LEN);
-    }
 }

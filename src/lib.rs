@@ -14,6 +14,7 @@
 //! - [`recent`]: the encoder's small cache of recently seen pre-tokens.
 //! - `scratch`: the encoder's per-thread caches, kept between calls.
 //! - [`encode_file`]: whole files to `.npy` arrays of ids, on all cores, in bounded memory.
+//! - [`npy_writer`]: the `.npy` output of `encode_file`, written around the page cache.
 //! - [`huge_pages`]: 2 MB pages for the large buffers of one call.
 //! - [`ucs`]: Python's string storage (Latin-1, UCS-2, UCS-4) to UTF-8.
 //! - `py` (feature `python`): the PyO3 binding; nothing else knows about Python.
@@ -38,6 +39,7 @@ pub mod encode_file;
 pub mod error;
 pub mod huge_pages;
 mod long_merge;
+pub mod npy_writer;
 mod pairs;
 pub mod pretokenize;
 pub mod progress;
