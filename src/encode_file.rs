@@ -1,16 +1,16 @@
 //! Encoding a whole file into a NumPy `.npy` array of token ids.
 //!
-//! The input is read in chunks cut at safe places ([`crate::chunks`]); a batch of chunks is encoded on
-//! all threads at once and written in order, so memory is a few chunks and their ids whatever the file
-//! size, and threads never talk. The array goes to a temporary file beside the output, whose header is
+//! The input is read in chunks cut at safe places ([`crate::chunks`]); worker threads take chunks in
+//! turn and encode them, and the calling thread writes them in order, so memory is a few chunks and
+//! their ids whatever the file size, and the encoders share nothing but the queue of chunks. The array goes to a temporary file beside the output, whose header is
 //! written last (the length is known only at the end) and which is renamed over the output only when
 //! everything succeeded: an error or an interruption leaves no partial `.npy`.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
-use rayon::prelude::*;
+use std::sync::{Condvar, Mutex, PoisonError};
 
 use crate::chunks::{Chunk, ChunkReader};
 use crate::encode::{ids_capacity, Encoder};
@@ -40,6 +40,17 @@ impl Dtype {
             Dtype::U32 => "uint32",
         }
     }
+}
+
+/// The chunks of the input, handed to workers in order.
+struct Queue<'s> {
+    chunks: ChunkReader<'s, File>,
+    /// The sequence number of the next chunk to hand out.
+    next: u64,
+    /// The sequence number of the next chunk to write.
+    written: u64,
+    /// Set when writing failed or finished: workers take no more chunks.
+    stop: bool,
 }
 
 /// Removes the temporary file unless it was renamed into place.
@@ -81,8 +92,8 @@ fn to_le_bytes(ids: &[u32], dtype: Dtype) -> Result<Vec<u8>> {
     }
 }
 
-/// Encodes the UTF-8 file `input` into `output` (`.npy`, one-dimensional, `dtype`) on the current
-/// rayon pool and returns the number of tokens.
+/// Encodes the UTF-8 file `input` into `output` (`.npy`, one-dimensional, `dtype`) on as many threads
+/// as the current rayon pool has, and returns the number of tokens.
 pub fn encode_file(
     encoder: &Encoder,
     input: &Path,
@@ -94,7 +105,7 @@ pub fn encode_file(
     let file = File::open(input).map_err(|e| Error::io(input, e))?;
     let total = file.metadata().map_err(|e| Error::io(input, e))?.len();
     let (specials, _) = encoder.specials();
-    let mut chunks = ChunkReader::new(file, specials, chunk_size);
+    let chunks = ChunkReader::new(file, specials, chunk_size);
 
     let name = output
         .file_name()
@@ -105,72 +116,105 @@ pub fn encode_file(
     let write_err = |e| Error::io(output, e);
     let mut out = NpyWriter::create(&tmp_path).map_err(write_err)?;
 
-    let batch_size = 3 * rayon::current_num_threads();
-    // One encoder scratch per worker thread, kept across chunks: its caches of pieces stay warm for the
-    // whole file instead of starting empty at every chunk (no thread waits on another's lock).
-    let scratches: Vec<Mutex<Scratch>> = (0..rayon::current_num_threads())
-        .map(|_| Mutex::new(Scratch::for_text(chunk_size)))
-        .collect();
-    let encode_chunk = |chunk: &Chunk| -> Result<(Vec<u8>, u64)> {
+    let threads = rayon::current_num_threads().max(1);
+    let encode_chunk = |chunk: &Chunk, scratch: &mut Scratch| -> Result<(Vec<u8>, u64)> {
         let text = std::str::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
             path: input.to_path_buf(),
             offset: chunk.offset + e.valid_up_to() as u64,
         })?;
         let mut ids = Vec::with_capacity(ids_capacity(text.len()));
-        let worker = rayon::current_thread_index().unwrap_or(0) % scratches.len();
-        let mut scratch = scratches[worker].lock().unwrap_or_else(|p| p.into_inner());
-        encoder.encode_with(text, &mut ids, &mut scratch);
+        encoder.encode_with(text, &mut ids, scratch);
         Ok((to_le_bytes(&ids, dtype)?, ids.len() as u64))
     };
 
-    // Batches are encoded on the pool while a writer thread writes the previous one, so the pool does
-    // not wait for the disk, and the disk does not wait for the pool.
+    // Each worker takes the next chunk from the reader, encodes it and sends it on; this thread writes
+    // the chunks in order. So reading overlaps encoding (a worker reads while the others encode), and
+    // no worker waits for the slowest chunk of a batch. A worker only takes a chunk within `window`
+    // chunks of the next one to write, which bounds memory however uneven the chunks.
+    let window = 2 * threads as u64;
+    let queue = Mutex::new(Queue {
+        chunks,
+        next: 0,
+        written: 0,
+        stop: false,
+    });
+    let room = Condvar::new();
+    let lock = || queue.lock().unwrap_or_else(PoisonError::into_inner);
     let (tokens, out) = std::thread::scope(|scope| -> Result<(u64, NpyWriter)> {
-        let (send, receive) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(0);
-        let writer = scope.spawn(move || -> std::io::Result<NpyWriter> {
-            for batch in receive {
-                for bytes in batch {
-                    out.write(&bytes)?;
+        let (send, receive) = std::sync::mpsc::channel::<(u64, Result<(Vec<u8>, u64, u64)>)>();
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let send = send.clone();
+                let (room, lock) = (&room, &lock);
+                scope.spawn(move || {
+                    // One scratch per worker, kept across chunks: its caches stay warm for the whole
+                    // file.
+                    let mut scratch = Scratch::for_text(chunk_size);
+                    let work = || loop {
+                        let (seq, chunk) = {
+                            let mut q = lock();
+                            while !q.stop && q.next >= q.written + window {
+                                q = room.wait(q).unwrap_or_else(PoisonError::into_inner);
+                            }
+                            if q.stop {
+                                return;
+                            }
+                            let seq = q.next;
+                            match q.chunks.next() {
+                                None => return,
+                                Some(chunk) => {
+                                    q.next += 1;
+                                    (seq, chunk.map_err(|e| Error::io(input, e)))
+                                }
+                            }
+                        };
+                        let encoded = chunk.and_then(|chunk| {
+                            let (bytes, n) = encode_chunk(&chunk, &mut scratch)?;
+                            Ok((bytes, n, chunk.bytes.len() as u64))
+                        });
+                        if send.send((seq, encoded)).is_err() {
+                            return;
+                        }
+                    };
+                    // A panic would leave its chunk unwritten and the others waiting for it: stop
+                    // everyone, then let the panic reach the caller through `join`.
+                    if let Err(panic) = catch_unwind(AssertUnwindSafe(work)) {
+                        lock().stop = true;
+                        room.notify_all();
+                        resume_unwind(panic);
+                    }
+                })
+            })
+            .collect();
+        drop(send);
+        let (mut tokens, mut done) = (0u64, 0u64);
+        let mut pending = BTreeMap::new();
+        // Errors too are taken in order, so the one reported is the first in the file.
+        let write_all = || -> Result<()> {
+            for (seq, encoded) in receive {
+                pending.insert(seq, encoded);
+                let mut written = lock().written;
+                while let Some(encoded) = pending.remove(&written) {
+                    let (bytes, n, len) = encoded?;
+                    out.write(&bytes).map_err(write_err)?;
+                    (tokens, done, written) = (tokens + n, done + len, written + 1);
+                    lock().written = written;
+                    room.notify_all();
+                    progress.report(Phase::Encode, done, total)?;
                 }
             }
-            Ok(out)
-        });
-        let (mut tokens, mut done) = (0u64, 0u64);
-        let encoded = loop {
-            let batch = chunks
-                .by_ref()
-                .take(batch_size)
-                .collect::<std::io::Result<Vec<_>>>()
-                .map_err(|e| Error::io(input, e));
-            let batch = match batch {
-                Ok(batch) if batch.is_empty() => break Ok(()),
-                Ok(batch) => batch,
-                Err(e) => break Err(e),
-            };
-            let encoded: Result<Vec<(Vec<u8>, u64)>> = batch.par_iter().map(encode_chunk).collect();
-            let encoded = match encoded {
-                Ok(encoded) => encoded,
-                Err(e) => break Err(e),
-            };
-            tokens += encoded.iter().map(|(_, n)| n).sum::<u64>();
-            done += batch.iter().map(|c| c.bytes.len() as u64).sum::<u64>();
-            if send
-                .send(encoded.into_iter().map(|(b, _)| b).collect())
-                .is_err()
-            {
-                break Ok(()); // the writer failed; its error is reported below
-            }
-            if let Err(e) = progress.report(Phase::Encode, done, total) {
-                break Err(e);
-            }
+            Ok(())
         };
-        drop(send);
-        let out = writer
-            .join()
-            .expect("the writer does not panic")
-            .map_err(write_err);
-        encoded?;
-        Ok((tokens, out?))
+        let result = write_all();
+        // On an error, workers stop at their next chunk.
+        lock().stop = true;
+        room.notify_all();
+        for worker in workers {
+            if let Err(panic) = worker.join() {
+                resume_unwind(panic);
+            }
+        }
+        result.map(|()| (tokens, out))
     })?;
     let file = out
         .finish(&npy_header(dtype.descr(), tokens))
