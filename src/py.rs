@@ -266,15 +266,22 @@ impl PyEncoder {
     fn to_list<'py>(&self, py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
         let len = isize::try_from(ids.len())
             .map_err(|_| PyValueError::new_err("too many ids for a list"))?;
-        // SAFETY: PyList_New returns a new reference (checked for NULL) to a list of `len` NULL slots.
-        // Each slot is written exactly once, before the list is used, with a reference the list owns
-        // (PyList_SET_ITEM is the macro meant for filling a brand-new list; it steals the reference):
+        // SAFETY: PyList_New returns a new reference (checked for NULL) to a list of `len` NULL slots,
+        // `ob_item` pointing at them (non-NULL when `len` > 0). Each slot is written exactly once,
+        // before the list is used, with a reference the list owns (as PyList_SET_ITEM would):
         // a new int, or a cached int whose reference count is raised by one for it, at once or, when
         // counted, after the loop (which cannot exit early). The GIL is held throughout (we have `py`).
         unsafe {
             let list = Bound::from_owned_ptr_or_err(py, ffi::PyList_New(len))?;
-            let items = (*list.as_ptr().cast::<ffi::PyListObject>()).ob_item;
-            crate::huge_pages::advise(items.cast(), ids.len() * size_of::<*mut ffi::PyObject>());
+            if ids.is_empty() {
+                return Ok(list.cast_into_unchecked());
+            }
+            // The item array as a slice, so that its address is loaded once rather than per store.
+            let items = std::slice::from_raw_parts_mut(
+                (*list.as_ptr().cast::<ffi::PyListObject>()).ob_item,
+                ids.len(),
+            );
+            crate::huge_pages::advise(items.as_ptr().cast(), size_of_val(items));
             let ints = &self.ints;
             // A long list adds references to the same few thousand ints over and over: count them in
             // a small array and add each int's count at the end, so that the loop writes to L2-sized
@@ -283,8 +290,8 @@ impl PyEncoder {
             // count cannot overflow in a list of at most u32::MAX ids.
             let counted = ids.len() >= ints.len() && ids.len() <= u32::MAX as usize;
             let mut counts = vec![0u32; if counted { ints.len() } else { 0 }];
-            for (i, &id) in ids.iter().enumerate() {
-                let item = match ints.get(id as usize) {
+            for (slot, &id) in items.iter_mut().zip(ids) {
+                *slot = match ints.get(id as usize) {
                     Some(int) => {
                         match counts.get_mut(id as usize) {
                             Some(n) => *n += 1,
@@ -297,7 +304,6 @@ impl PyEncoder {
                         int.into_ptr()
                     }
                 };
-                ffi::PyList_SET_ITEM(list.as_ptr(), i as isize, item);
             }
             // Nothing above can fail or return early, so every counted reference is added here.
             for (int, &n) in ints.iter().zip(&counts) {
