@@ -27,21 +27,13 @@ use crate::chunks::{last_safe_cut, lookahead};
 use crate::error::{Error, Result};
 use crate::pairs::{pair_key, pair_table, PairTable, NO_MERGE};
 use crate::pretokenize::pretokenize;
-use crate::scratch::{Scratch, ScratchPool};
+use crate::scratch::{CacheCap, Scratch, ScratchPool};
 use crate::special::{Segment, SpecialTokens};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Pieces at least this long take the bucket path ([`LongMerge`]).
 pub const LONG_PIECE: usize = 128;
-
-/// How many multi-token pieces a cache holds, and how many ids in all, before it starts over. 20 MB
-/// of prose has ~66K distinct pieces that are not one token (CJK-heavy text ~107K): at 16K entries the
-/// cache kept starting over, and 128K took encoding from 2.42G to 2.23G instructions on prose and 1.16G
-/// to 0.95G on CJK-heavy text (callgrind). Only pieces shorter than [`LONG_PIECE`] are cached, so a
-/// cache stays under about 32 MB however long-tailed the text (about 10 MB on real text).
-const CACHE_ENTRIES: usize = 1 << 17;
-const CACHE_IDS: usize = 1 << 20;
 
 /// How far ids may run past the number of tokens: ids index a table, so one huge id would make it
 /// huge (and an allocation failure aborts the process).
@@ -71,8 +63,10 @@ pub struct Encoder {
     byte_pairs: Vec<(u32, u32)>,
     specials: SpecialTokens,
     special_ids: Vec<u32>,
-    /// Caches kept warm between calls.
+    /// Caches kept warm between calls of [`Self::encode`].
     scratches: ScratchPool,
+    /// The same for [`Self::encode_prefix`], with smaller caches: a stream's memory must stay small.
+    stream_scratches: ScratchPool,
 }
 
 impl Encoder {
@@ -156,7 +150,8 @@ impl Encoder {
             byte_pairs,
             specials,
             special_ids,
-            scratches: ScratchPool::default(),
+            scratches: ScratchPool::new(CacheCap::CALL),
+            stream_scratches: ScratchPool::new(CacheCap::STREAM),
         })
     }
 
@@ -204,7 +199,9 @@ impl Encoder {
             let limit = text.len().saturating_sub(lookahead(&self.specials));
             last_safe_cut(text.as_bytes(), &self.specials, 0, limit).unwrap_or(0)
         };
-        self.encode(&text[..end], out);
+        let text = &text[..end];
+        self.stream_scratches
+            .with(text.len(), |scratch| self.encode_with(text, out, scratch));
         end
     }
 
@@ -279,7 +276,9 @@ impl Encoder {
     ) -> (u32, u32) {
         let before = out.len();
         self.merge_short(piece, out, scratch);
-        if scratch.cache.len() >= CACHE_ENTRIES || scratch.cached_ids.len() >= CACHE_IDS {
+        // Started over before the ids would pass the cap, so that the array never doubles past it.
+        let (adding, cap) = (out.len() - before, scratch.cap);
+        if scratch.cache.len() >= cap.pieces || scratch.cached_ids.len() + adding > cap.ids {
             scratch.cache.clear();
             scratch.cached_ids.clear();
         }
@@ -413,8 +412,12 @@ mod tests {
             for tail in ["", "b", "ab"] {
                 let piece = format!("{}{tail}", "a".repeat(n));
                 let (mut short, mut long) = (Vec::new(), Vec::new());
-                e.merge_short(piece.as_bytes(), &mut short, &mut Scratch::for_text(0));
-                let mut scratch = Scratch::for_text(0);
+                e.merge_short(
+                    piece.as_bytes(),
+                    &mut short,
+                    &mut Scratch::for_text(0, CacheCap::CALL),
+                );
+                let mut scratch = Scratch::for_text(0, CacheCap::CALL);
                 scratch
                     .long
                     .merge(&e, &mut scratch.pairs, piece.as_bytes(), &mut long);
@@ -467,8 +470,12 @@ mod tests {
                     .map(|_| alphabet[xorshift(&mut seed) as usize % alphabet.len()])
                     .collect();
                 let (mut short, mut long) = (Vec::new(), Vec::new());
-                e.merge_short(&piece, &mut short, &mut Scratch::for_text(0));
-                let mut scratch = Scratch::for_text(0);
+                e.merge_short(
+                    &piece,
+                    &mut short,
+                    &mut Scratch::for_text(0, CacheCap::CALL),
+                );
+                let mut scratch = Scratch::for_text(0, CacheCap::CALL);
                 scratch
                     .long
                     .merge(&e, &mut scratch.pairs, &piece, &mut long);

@@ -17,7 +17,7 @@ use crate::encode::{ids_capacity, Encoder};
 use crate::error::{Error, Result};
 use crate::npy_writer::{npy_header, NpyWriter};
 use crate::progress::{Phase, Progress};
-use crate::scratch::Scratch;
+use crate::scratch::{CacheCap, Scratch};
 
 /// The element type of the output array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,7 +149,7 @@ pub fn encode_file(
                 scope.spawn(move || {
                     // One scratch per worker, kept across chunks: its caches stay warm for the whole
                     // file.
-                    let mut scratch = Scratch::for_text(chunk_size);
+                    let mut scratch = Scratch::for_text(chunk_size, CacheCap::CALL);
                     let work = || loop {
                         let (seq, chunk) = {
                             let mut q = lock();

@@ -15,6 +15,32 @@ use crate::long_merge::LongMerge;
 use crate::pairs::RecentPairs;
 use crate::recent::RecentPieces;
 
+/// How many multi-token pieces a scratch's cache holds, and how many ids in all, before it starts over.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CacheCap {
+    pub(crate) pieces: usize,
+    pub(crate) ids: usize,
+}
+
+impl CacheCap {
+    /// For `encode` and `encode_file`. 20 MB of prose has ~66K distinct pieces that are not one token
+    /// (CJK-heavy text ~107K): at 16K entries the cache kept starting over, and 128K took encoding from
+    /// 2.42G to 2.23G instructions on prose and 1.16G to 0.95G on CJK-heavy text (callgrind); 80K made
+    /// CJK-heavy text 27% slower. About 13 MB when full (only pieces shorter than `LONG_PIECE` are
+    /// cached, so however long-tailed the text).
+    pub(crate) const CALL: CacheCap = CacheCap {
+        pieces: 1 << 17,
+        ids: 1 << 20,
+    };
+
+    /// For streams (`encode_prefix`), whose growth in memory must stay small: with [`Self::CALL`] a
+    /// stream of prose grew RSS by 22 MB. About 1.5 MB when full.
+    pub(crate) const STREAM: CacheCap = CacheCap {
+        pieces: 1 << 14,
+        ids: 1 << 17,
+    };
+}
+
 /// State reused across the pieces of one call, and between calls: buffers of the merge loops, the
 /// recent pieces, the pair answers, and a bounded cache of multi-token pieces (their ids end to end in
 /// `cached_ids`), since words that are not one token recur. Used by one thread at a time.
@@ -26,13 +52,15 @@ pub(crate) struct Scratch {
     pub(crate) cache: BytesMap<(u32, u32)>,
     pub(crate) cached_ids: Vec<u32>,
     pub(crate) long: LongMerge,
+    /// Bounds `cache` and `cached_ids`.
+    pub(crate) cap: CacheCap,
     /// Bytes of text encoded with this scratch, which its small tables are sized by.
     seen: usize,
 }
 
 impl Scratch {
-    /// Sized for texts of about `text_len` bytes.
-    pub(crate) fn for_text(text_len: usize) -> Scratch {
+    /// Sized for texts of about `text_len` bytes, its cache bounded by `cap`.
+    pub(crate) fn for_text(text_len: usize, cap: CacheCap) -> Scratch {
         let mut scratch = Scratch {
             symbols: Vec::new(),
             ranks: Vec::new(),
@@ -41,6 +69,7 @@ impl Scratch {
             cache: BytesMap::default(),
             cached_ids: Vec::new(),
             long: LongMerge::default(),
+            cap,
             seen: 0,
         };
         scratch.fit(text_len);
@@ -68,12 +97,21 @@ impl Scratch {
 }
 
 /// Scratches that earlier calls filled, one for each call that ran at the same time as others (so as
-/// many as the most threads that ever encoded at once). Each holds at most about 30 MB (its caches are
-/// bounded); most hold a few.
-#[derive(Default)]
-pub(crate) struct ScratchPool(Mutex<Vec<Scratch>>);
+/// many as the most threads that ever encoded at once). Each is bounded by the pool's [`CacheCap`].
+pub(crate) struct ScratchPool {
+    idle: Mutex<Vec<Scratch>>,
+    cap: CacheCap,
+}
 
 impl ScratchPool {
+    /// An empty pool whose scratches have caches bounded by `cap`.
+    pub(crate) fn new(cap: CacheCap) -> ScratchPool {
+        ScratchPool {
+            idle: Mutex::new(Vec::new()),
+            cap,
+        }
+    }
+
     /// Runs `f` with a scratch from the pool (or a new one) fitted to `text_len` bytes, and returns the
     /// scratch to the pool. A scratch whose call panicked is dropped rather than returned.
     pub(crate) fn with<T>(&self, text_len: usize, f: impl FnOnce(&mut Scratch) -> T) -> T {
@@ -83,7 +121,7 @@ impl ScratchPool {
                 scratch.fit(text_len);
                 scratch
             }
-            None => Scratch::for_text(text_len),
+            None => Scratch::for_text(text_len, self.cap),
         };
         let result = f(&mut scratch);
         self.lock().push(scratch);
@@ -92,7 +130,7 @@ impl ScratchPool {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Scratch>> {
         // The vector is only pushed and popped, which cannot leave it inconsistent.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -108,7 +146,7 @@ mod tests {
 
     #[test]
     fn tables_grow_with_all_the_text_seen() {
-        let mut scratch = Scratch::for_text(100);
+        let mut scratch = Scratch::for_text(100, CacheCap::CALL);
         assert_eq!(scratch.recent.entries(), RecentPieces::entries_for(100));
         // Many short texts add up: after 1 MB in 1 KB calls the tables are full size.
         for _ in 0..1024 {
@@ -126,7 +164,7 @@ mod tests {
 
     #[test]
     fn pool_reuses_one_scratch_per_concurrent_call() {
-        let pool = ScratchPool::default();
+        let pool = ScratchPool::new(CacheCap::STREAM);
         pool.with(10, |s| s.cached_ids.push(7));
         // The next call gets the scratch the first one filled.
         pool.with(10, |s| assert_eq!(s.cached_ids, [7]));

@@ -361,3 +361,32 @@ def test_encode_iterable_memory_does_not_grow_with_the_text(tmp_path: Path) -> N
     count, growth_mb = map(int, out.split())
     assert count > 30_000_000
     assert growth_mb < 20, f"RSS grew by {growth_mb} MB"
+
+
+def test_encode_iterable_memory_stays_small_on_real_text(tmp_path: Path) -> None:
+    """Streaming 48 MB of prose with GPT-2's vocabulary, whose caches fill with tens of thousands of
+    distinct words (unlike the toy vocabulary above): the caches a stream keeps are capped small, so RSS
+    grows by a few MB (22 MB when streams shared the caps of whole-text calls)."""
+    import lzma
+
+    corpus = shared_file("corpora", "prose_en.txt.xz")
+    path = tmp_path / "prose.txt"
+    with lzma.open(corpus) as src, open(path, "wb") as dst:
+        dst.write(src.read())
+    cs336 = shared_file("fixtures", "cs336")
+    script = MEMORY_PROBE + textwrap.dedent(
+        f"""
+        from bytepair import Tokenizer
+        tok = Tokenizer.from_files({str(cs336 / "gpt2_vocab.json")!r}, {str(cs336 / "gpt2_merges.txt")!r},
+                                   ["<|endoftext|>"])
+        reset_peak()
+        before = rss_mb("VmRSS")
+        with open({str(path)!r}, encoding="utf-8") as f:
+            n = sum(1 for _ in tok.encode_iterable(f))
+        print(n, int(rss_mb() - before))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    count, growth_mb = map(int, out.split())
+    assert count > 10_000_000
+    assert growth_mb < 10, f"RSS grew by {growth_mb} MB"
