@@ -117,14 +117,16 @@ pub fn encode_file(
     let mut out = NpyWriter::create(&tmp_path).map_err(write_err)?;
 
     let threads = rayon::current_num_threads().max(1);
-    let encode_chunk = |chunk: &Chunk, scratch: &mut Scratch| -> Result<(Vec<u8>, u64)> {
+    // `ids` is the worker's own buffer, reused from chunk to chunk.
+    let encode_chunk = |chunk: &Chunk, scratch: &mut Scratch, ids: &mut Vec<u32>| {
         let text = std::str::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
             path: input.to_path_buf(),
             offset: chunk.offset + e.valid_up_to() as u64,
         })?;
-        let mut ids = Vec::with_capacity(ids_capacity(text.len()));
-        encoder.encode_with(text, &mut ids, scratch);
-        Ok((to_le_bytes(&ids, dtype)?, ids.len() as u64))
+        ids.clear();
+        ids.reserve(ids_capacity(text.len()));
+        encoder.encode_with(text, ids, scratch);
+        Ok::<_, Error>((to_le_bytes(ids, dtype)?, ids.len() as u64))
     };
 
     // Each worker takes the next chunk from the reader, encodes it and sends it on; this thread writes
@@ -150,6 +152,7 @@ pub fn encode_file(
                     // One scratch per worker, kept across chunks: its caches stay warm for the whole
                     // file.
                     let mut scratch = Scratch::for_text(chunk_size, CacheCap::CALL);
+                    let mut ids = Vec::new();
                     let work = || loop {
                         let (seq, chunk) = {
                             let mut q = lock();
@@ -169,7 +172,7 @@ pub fn encode_file(
                             }
                         };
                         let encoded = chunk.and_then(|chunk| {
-                            let (bytes, n) = encode_chunk(&chunk, &mut scratch)?;
+                            let (bytes, n) = encode_chunk(&chunk, &mut scratch, &mut ids)?;
                             Ok((bytes, n, chunk.bytes.len() as u64))
                         });
                         if send.send((seq, encoded)).is_err() {
