@@ -16,7 +16,7 @@
 //! everything goes through the ordinary handle.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
 
 /// Bytes of header, padded with spaces: one block of every common block size, so the data after it is
@@ -146,21 +146,10 @@ fn write_at(file: &File, bytes: &[u8], offset: u64) -> io::Result<()> {
     }
     #[cfg(not(unix))]
     {
-        use std::io::{Seek, SeekFrom};
+        use std::io::{Seek, SeekFrom, Write};
         let mut file = file;
         file.seek(SeekFrom::Start(offset))?;
         file.write_all(bytes)
-    }
-}
-
-impl Write for NpyWriter {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        NpyWriter::write(self, bytes)?;
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 
