@@ -92,13 +92,14 @@ fn to_le_bytes(ids: &[u32], dtype: Dtype) -> Result<Vec<u8>> {
     }
 }
 
-/// Encodes the UTF-8 file `input` into `output` (`.npy`, one-dimensional, `dtype`) on as many threads
-/// as the current rayon pool has, and returns the number of tokens.
+/// Encodes the UTF-8 file `input` into `output` (`.npy`, one-dimensional, `dtype`) on `threads` worker
+/// threads (every core when `None` or 0, as rayon counts them), and returns the number of tokens.
 pub fn encode_file(
     encoder: &Encoder,
     input: &Path,
     output: &Path,
     dtype: Dtype,
+    threads: Option<usize>,
     chunk_size: usize,
     progress: &dyn Progress,
 ) -> Result<u64> {
@@ -116,7 +117,10 @@ pub fn encode_file(
     let write_err = |e| Error::io(output, e);
     let mut out = NpyWriter::create(&tmp_path).map_err(write_err)?;
 
-    let threads = rayon::current_num_threads().max(1);
+    let threads = match threads {
+        Some(n) if n > 0 => n,
+        _ => rayon::current_num_threads(),
+    };
     // `ids` is the worker's own buffer, reused from chunk to chunk.
     let encode_chunk = |chunk: &Chunk, scratch: &mut Scratch, ids: &mut Vec<u32>| {
         let text = std::str::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {

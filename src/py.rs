@@ -451,17 +451,15 @@ impl PyEncoder {
         let progress = PyProgress::new(progress);
         let chunk_size = chunk_size.unwrap_or(crate::count::DEFAULT_CHUNK_SIZE);
         run_interruptible(py, &progress, || {
-            let pool = thread_pool(num_threads).map_err(to_py_err)?;
-            pool.install(|| {
-                encode_file(
-                    &self.inner,
-                    &input_path,
-                    &output_path,
-                    dtype,
-                    chunk_size,
-                    &progress,
-                )
-            })
+            encode_file(
+                &self.inner,
+                &input_path,
+                &output_path,
+                dtype,
+                num_threads,
+                chunk_size,
+                &progress,
+            )
             .map_err(|e| progress.error(e))
         })
     }
