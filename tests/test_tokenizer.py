@@ -338,6 +338,26 @@ def test_long_pieces_take_the_bucket_path_and_still_match_tiktoken(
     assert gpt2.encode(text) == tiktoken_gpt2.encode(text)
 
 
+def streamed_ids_and_growth_mb(make_tokenizer: str, path: Path) -> tuple[int, int]:
+    """Streams the UTF-8 file `path` through ``encode_iterable`` in a fresh process whose tokenizer is
+    the expression `make_tokenizer` (built before measuring); returns the number of ids and how many MB
+    the process's peak RSS grew by during the call."""
+    script = MEMORY_PROBE + textwrap.dedent(
+        f"""
+        from bytepair import Tokenizer
+        tok = {make_tokenizer}
+        reset_peak()
+        before = rss_mb("VmRSS")
+        with open({str(path)!r}, encoding="utf-8") as f:
+            n = sum(1 for _ in tok.encode_iterable(f))
+        print(n, int(rss_mb() - before))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    count, growth_mb = map(int, out.split())
+    return count, growth_mb
+
+
 def test_encode_iterable_memory_does_not_grow_with_the_text(tmp_path: Path) -> None:
     """Streaming a 40 MB file line by line: peak RSS grows by a few MB at most, while the text and its ids
     would take over 100 MB if held."""
@@ -345,20 +365,11 @@ def test_encode_iterable_memory_does_not_grow_with_the_text(tmp_path: Path) -> N
     line = "The quick brown fox jumps over the lazy dog; it's 1999 again.\n"
     with open(path, "w") as f:
         f.write(line * (40_000_000 // len(line)))
-    script = MEMORY_PROBE + textwrap.dedent(
-        f"""
-        from bytepair import Tokenizer
-        tok = Tokenizer({{i: bytes([i]) for i in range(256)}} | {{256: b"th", 257: b"the"}},
-                        [(b"t", b"h"), (b"th", b"e")])
-        reset_peak()
-        before = rss_mb("VmRSS")
-        with open({str(path)!r}) as f:
-            n = sum(1 for _ in tok.encode_iterable(f))
-        print(n, int(rss_mb() - before))
-        """
+    count, growth_mb = streamed_ids_and_growth_mb(
+        'Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"th", 257: b"the"}, '
+        '[(b"t", b"h"), (b"th", b"e")])',
+        path,
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
-    count, growth_mb = map(int, out.split())
     assert count > 30_000_000
     assert growth_mb < 20, f"RSS grew by {growth_mb} MB"
 
@@ -374,19 +385,9 @@ def test_encode_iterable_memory_stays_small_on_real_text(tmp_path: Path) -> None
     with lzma.open(corpus) as src, open(path, "wb") as dst:
         dst.write(src.read())
     cs336 = shared_file("fixtures", "cs336")
-    script = MEMORY_PROBE + textwrap.dedent(
-        f"""
-        from bytepair import Tokenizer
-        tok = Tokenizer.from_files({str(cs336 / "gpt2_vocab.json")!r}, {str(cs336 / "gpt2_merges.txt")!r},
-                                   ["<|endoftext|>"])
-        reset_peak()
-        before = rss_mb("VmRSS")
-        with open({str(path)!r}, encoding="utf-8") as f:
-            n = sum(1 for _ in tok.encode_iterable(f))
-        print(n, int(rss_mb() - before))
-        """
+    vocab, merges = str(cs336 / "gpt2_vocab.json"), str(cs336 / "gpt2_merges.txt")
+    count, growth_mb = streamed_ids_and_growth_mb(
+        f'Tokenizer.from_files({vocab!r}, {merges!r}, ["<|endoftext|>"])', path
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
-    count, growth_mb = map(int, out.split())
     assert count > 10_000_000
     assert growth_mb < 10, f"RSS grew by {growth_mb} MB"
