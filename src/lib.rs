@@ -3,6 +3,7 @@
 //! The engine behind the `bytepair` Python package. Its parts, one concept a module:
 //!
 //! - [`pretokenize`]: the GPT-2 pre-tokenizer, a hand-written scanner equal to the `regex` pattern.
+//! - `boundaries`: the scanner's fast path, the piece boundaries of 64 bytes of ASCII at once.
 //! - [`special`]: special tokens, matched leftmost-longest before pre-tokenization.
 //! - [`chunks`]: reading a file in pieces cut where cutting cannot change the result.
 //! - [`count`]: counting pre-tokens over those pieces on all cores.
@@ -31,6 +32,7 @@
 //! assert_eq!(trained.vocab[258], b"<|endoftext|>");
 //! ```
 
+mod boundaries;
 pub mod bytes_map;
 pub mod chunks;
 pub mod count;

@@ -30,6 +30,17 @@ runs = st.lists(
     st.sampled_from([" ", "  ", "\n", " \n ", "'s", "'LL", "word", " word", "12", " 3", "!!", "日本"])
 )
 
+# Long texts, mostly ASCII: the scanner reads 64 bytes of ASCII at a time where it can, so these
+# exercise its window path, with every rule landing at every offset of a window.
+long_runs = st.lists(
+    st.sampled_from(
+        ["a", "word", "'", "'s", "'ll", "'ve", "'re", "'l", "'S", "s", "e", " ", "  ", "\t", "\n", "\r\n"]
+        + ["0", "42", "!", "?.", "{", "_", "é", "日本", "\u3000", "\xa0", "x" * 70]
+    ),
+    min_size=20,
+    max_size=300,
+)
+
 
 def assert_same(text: str) -> None:
     expected = PATTERN.findall(text)
@@ -51,6 +62,12 @@ def test_matches_regex_on_any_text(text: str) -> None:
 @settings(max_examples=1000, deadline=None)
 @given(runs)
 def test_matches_regex_on_token_runs(parts: list[str]) -> None:
+    assert_same("".join(parts))
+
+
+@settings(max_examples=1500, deadline=None)
+@given(long_runs)
+def test_matches_regex_on_long_mostly_ascii_text(parts: list[str]) -> None:
     assert_same("".join(parts))
 
 
