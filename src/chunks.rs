@@ -17,7 +17,7 @@
 //! with no cut at all (one 100 MB pre-token) grows the chunk until one is found, since that pre-token must
 //! be seen whole.
 
-use std::io::{ErrorKind, Read};
+use std::io::Read;
 
 use crate::pretokenize::is_safe_cut;
 use crate::special::SpecialTokens;
@@ -57,6 +57,9 @@ pub struct ChunkReader<'s, R> {
     carry: Vec<u8>,
     offset: u64,
     eof: bool,
+    /// Buffers of chunks that were handed back ([`Self::recycle`]), for the next chunks: a fresh
+    /// buffer of megabytes per chunk is fresh pages for the kernel to fault in and zero.
+    spare: Vec<Vec<u8>>,
 }
 
 impl<'s, R: Read> ChunkReader<'s, R> {
@@ -70,35 +73,38 @@ impl<'s, R: Read> ChunkReader<'s, R> {
             carry: Vec::new(),
             offset: 0,
             eof: false,
+            spare: Vec::new(),
         }
+    }
+
+    /// Takes back the buffer of a chunk that is done with, to hold a later chunk. The reader keeps as
+    /// many as it is given, so the caller bounds them by the chunks it holds at once.
+    pub fn recycle(&mut self, mut bytes: Vec<u8>) {
+        bytes.clear();
+        self.spare.push(bytes);
     }
 
     /// Reads until `carry` holds at least `want` bytes or the input ends.
     fn fill(&mut self, want: usize) -> std::io::Result<()> {
-        if self.carry.capacity() < want {
-            self.carry.reserve(want - self.carry.len());
+        if self.eof || self.carry.len() >= want {
+            return Ok(());
         }
-        while !self.eof && self.carry.len() < want {
-            let len = self.carry.len();
-            self.carry.resize(want, 0);
-            match self.reader.read(&mut self.carry[len..]) {
-                Ok(0) => {
-                    self.carry.truncate(len);
-                    self.eof = true;
-                }
-                Ok(n) => self.carry.truncate(len + n),
-                Err(e) if e.kind() == ErrorKind::Interrupted => self.carry.truncate(len),
-                Err(e) => {
-                    self.carry.truncate(len);
-                    return Err(e);
-                }
-            }
-        }
+        let missing = want - self.carry.len();
+        self.carry.reserve(missing);
+        // `read_to_end` reads into the spare capacity without zeroing it first, and retries on
+        // `Interrupted`.
+        let read = self
+            .reader
+            .by_ref()
+            .take(missing as u64)
+            .read_to_end(&mut self.carry)?;
+        self.eof = read < missing;
         Ok(())
     }
 
     fn take(&mut self, end: usize) -> Chunk {
-        let rest = self.carry[end..].to_vec();
+        let mut rest = self.spare.pop().unwrap_or_default();
+        rest.extend_from_slice(&self.carry[end..]);
         self.carry.truncate(end);
         let bytes = std::mem::replace(&mut self.carry, rest);
         let chunk = Chunk {
@@ -143,6 +149,7 @@ impl<R: Read> Iterator for ChunkReader<'_, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::ErrorKind;
 
     fn chunks(text: &str, specials: &[&str], target: usize) -> Vec<Chunk> {
         let specials = SpecialTokens::new(specials).unwrap();
@@ -184,6 +191,54 @@ mod tests {
         let parts = chunks(&text, &[], 16);
         assert_eq!(parts.len(), 1);
         assert_eq!(parts[0].bytes.len(), 1000);
+    }
+
+    /// Reads `text` a few bytes at a time, failing with `Interrupted` before each read, and with
+    /// `fail_at`'s error once that many bytes were read.
+    struct Flaky<'a> {
+        text: &'a [u8],
+        interrupt: bool,
+        fail_at: usize,
+        read: usize,
+    }
+
+    impl Read for Flaky<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.interrupt = !self.interrupt;
+            if self.interrupt {
+                return Err(ErrorKind::Interrupted.into());
+            }
+            if self.read >= self.fail_at {
+                return Err(std::io::Error::other("disk on fire"));
+            }
+            let n = buf.len().min(3).min(self.text.len() - self.read);
+            buf[..n].copy_from_slice(&self.text[self.read..self.read + n]);
+            self.read += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn interrupted_reads_are_retried_and_errors_reported() {
+        let text = "one two three four five six seven eight nine ten";
+        let specials = SpecialTokens::new::<&str>(&[]).unwrap();
+        let flaky = |fail_at| Flaky {
+            text: text.as_bytes(),
+            interrupt: false,
+            fail_at,
+            read: 0,
+        };
+        let mut reader = ChunkReader::new(flaky(usize::MAX), &specials, 10);
+        let mut joined = Vec::new();
+        while let Some(chunk) = reader.next() {
+            let chunk = chunk.unwrap();
+            joined.extend_from_slice(&chunk.bytes);
+            reader.recycle(chunk.bytes);
+        }
+        assert_eq!(joined, text.as_bytes());
+        let mut failing = ChunkReader::new(flaky(20), &specials, 10);
+        let error = failing.find_map(|r| r.err()).unwrap();
+        assert_eq!(error.to_string(), "disk on fire");
     }
 
     #[test]

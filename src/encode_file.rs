@@ -51,6 +51,9 @@ struct Queue<'s> {
     written: u64,
     /// Set when writing failed or finished: workers take no more chunks.
     stop: bool,
+    /// Output buffers that were written, for the next chunks (as [`ChunkReader::recycle`] does for the
+    /// input): at most one per chunk in flight.
+    spare_out: Vec<Vec<u8>>,
 }
 
 /// Removes the temporary file unless it was renamed into place.
@@ -64,10 +67,11 @@ impl Drop for TempFile {
     }
 }
 
-/// `ids` as the little-endian bytes of `dtype`; fails on an id that does not fit.
-fn to_le_bytes(ids: &[u32], dtype: Dtype) -> Result<Vec<u8>> {
+/// Writes `ids` into `out` as the little-endian bytes of `dtype`; fails on an id that does not fit.
+fn to_le_bytes(ids: &[u32], dtype: Dtype, out: &mut Vec<u8>) -> Result<()> {
     // Into a buffer of the final size, in fixed-size steps: the compiler vectorizes this, where
     // collecting a flat_map went byte by byte.
+    out.clear();
     match dtype {
         Dtype::U16 => {
             if let Some(&id) = ids.iter().find(|&&id| id > u16::MAX as u32) {
@@ -76,20 +80,19 @@ fn to_le_bytes(ids: &[u32], dtype: Dtype) -> Result<Vec<u8>> {
                     dtype: dtype.name(),
                 });
             }
-            let mut out = vec![0u8; ids.len() * 2];
+            out.resize(ids.len() * 2, 0);
             for (bytes, &id) in out.chunks_exact_mut(2).zip(ids) {
                 bytes.copy_from_slice(&(id as u16).to_le_bytes());
             }
-            Ok(out)
         }
         Dtype::U32 => {
-            let mut out = vec![0u8; ids.len() * 4];
+            out.resize(ids.len() * 4, 0);
             for (bytes, &id) in out.chunks_exact_mut(4).zip(ids) {
                 bytes.copy_from_slice(&id.to_le_bytes());
             }
-            Ok(out)
         }
     }
+    Ok(())
 }
 
 /// Encodes the UTF-8 file `input` into `output` (`.npy`, one-dimensional, `dtype`) on `threads` worker
@@ -121,17 +124,19 @@ pub fn encode_file(
         Some(n) if n > 0 => n,
         _ => rayon::current_num_threads(),
     };
-    // `ids` is the worker's own buffer, reused from chunk to chunk.
-    let encode_chunk = |chunk: &Chunk, scratch: &mut Scratch, ids: &mut Vec<u32>| {
-        let text = std::str::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
-            path: input.to_path_buf(),
-            offset: chunk.offset + e.valid_up_to() as u64,
-        })?;
-        ids.clear();
-        ids.reserve(ids_capacity(text.len()));
-        encoder.encode_with(text, ids, scratch);
-        Ok::<_, Error>((to_le_bytes(ids, dtype)?, ids.len() as u64))
-    };
+    // `ids` is the worker's own buffer, reused from chunk to chunk; `bytes` comes from `spare_out`.
+    let encode_chunk =
+        |chunk: &Chunk, scratch: &mut Scratch, ids: &mut Vec<u32>, mut bytes: Vec<u8>| {
+            let text = std::str::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
+                path: input.to_path_buf(),
+                offset: chunk.offset + e.valid_up_to() as u64,
+            })?;
+            ids.clear();
+            ids.reserve(ids_capacity(text.len()));
+            encoder.encode_with(text, ids, scratch);
+            to_le_bytes(ids, dtype, &mut bytes)?;
+            Ok::<_, Error>((bytes, ids.len() as u64))
+        };
 
     // Each worker takes the next chunk from the reader, encodes it and sends it on; this thread writes
     // the chunks in order. So reading overlaps encoding (a worker reads while the others encode), and
@@ -143,6 +148,7 @@ pub fn encode_file(
         next: 0,
         written: 0,
         stop: false,
+        spare_out: Vec::new(),
     });
     let room = Condvar::new();
     let lock = || queue.lock().unwrap_or_else(PoisonError::into_inner);
@@ -157,9 +163,13 @@ pub fn encode_file(
                     // file.
                     let mut scratch = Scratch::for_text(chunk_size, CacheCap::CALL);
                     let mut ids = Vec::new();
+                    let mut done_with = None;
                     let work = || loop {
-                        let (seq, chunk) = {
+                        let (seq, chunk, bytes) = {
                             let mut q = lock();
+                            if let Some(input) = done_with.take() {
+                                q.chunks.recycle(input);
+                            }
                             while !q.stop && q.next >= q.written + window {
                                 q = room.wait(q).unwrap_or_else(PoisonError::into_inner);
                             }
@@ -171,13 +181,16 @@ pub fn encode_file(
                                 None => return,
                                 Some(chunk) => {
                                     q.next += 1;
-                                    (seq, chunk.map_err(|e| Error::io(input, e)))
+                                    let bytes = q.spare_out.pop().unwrap_or_default();
+                                    (seq, chunk.map_err(|e| Error::io(input, e)), bytes)
                                 }
                             }
                         };
                         let encoded = chunk.and_then(|chunk| {
-                            let (bytes, n) = encode_chunk(&chunk, &mut scratch, &mut ids)?;
-                            Ok((bytes, n, chunk.bytes.len() as u64))
+                            let (bytes, n) = encode_chunk(&chunk, &mut scratch, &mut ids, bytes)?;
+                            let len = chunk.bytes.len() as u64;
+                            done_with = Some(chunk.bytes);
+                            Ok((bytes, n, len))
                         });
                         if send.send((seq, encoded)).is_err() {
                             return;
@@ -205,7 +218,10 @@ pub fn encode_file(
                     let (bytes, n, len) = encoded?;
                     out.write(&bytes).map_err(write_err)?;
                     (tokens, done, written) = (tokens + n, done + len, written + 1);
-                    lock().written = written;
+                    let mut q = lock();
+                    q.written = written;
+                    q.spare_out.push(bytes);
+                    drop(q);
                     room.notify_all();
                     progress.report(Phase::Encode, done, total)?;
                 }
