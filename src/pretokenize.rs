@@ -417,7 +417,7 @@ mod tests {
         // Fragments that make every rule meet every other at every offset of a window: contractions
         // (and near misses), spaces before runs and at the end of runs of whitespace, long runs, and
         // characters that are not ASCII (letters, numbers, whitespace, symbols).
-        const FRAGMENTS: [&str; 40] = [
+        const FRAGMENTS: [&str; 48] = [
             "a",
             "Zq",
             "word",
@@ -452,11 +452,19 @@ mod tests {
             "_",
             "-",
             "é",
+            "ü",
+            "×",
+            "÷",
+            "ß",
+            "Ž",
+            "ɐ",
             "日本",
             "٣",
             "\u{a0}",
             "\u{3000}",
             "🙂",
+            "ʰ",
+            "ª",
             "supercalifragilisticexpialidociousandthensomemoreletterstofillawindow",
         ];
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
@@ -469,13 +477,29 @@ mod tests {
         let mut text = String::new();
         for round in 0..20_000 {
             text.clear();
-            // Mostly ASCII, so that windows apply; every eighth text draws from all the fragments.
-            let choices = if round % 8 == 0 { FRAGMENTS.len() } else { 33 };
+            // Mostly ASCII, or ASCII and Latin letters, so that windows apply; every eighth text draws
+            // from all the fragments.
+            let choices = match round % 8 {
+                0 => FRAGMENTS.len(),
+                1..=3 => 40,
+                _ => 33,
+            };
             let len = next() % 160;
             for _ in 0..len {
                 text.push_str(FRAGMENTS[(next() % choices as u64) as usize]);
             }
             assert_eq!(pieces(&text), scanned_one_by_one(&text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn windows_agree_on_every_two_byte_character() {
+        // Each character in the contexts that reveal its class (as in tests/test_pretokenize.py), in
+        // runs long enough for windows.
+        for cp in 0x80..0x800u32 {
+            let c = char::from_u32(cp).unwrap();
+            let text = format!("{}x{c}{c} {c}1{c} 'a{c}\t{c}x{c}", "word ".repeat(14)).repeat(3);
+            assert_eq!(pieces(&text), scanned_one_by_one(&text), "U+{cp:04X}");
         }
     }
 
