@@ -27,9 +27,10 @@ Sections (MB = 1e6 bytes of UTF-8 input):
   (0.7 s on this project's ext4 disk mounted with ``discard``), which is the file system's time, and only
   the second and later runs would pay it.
 - ``iterable``: bytepair ``encode_iterable`` over the file opened as text (iterated by lines, up to its
-  first 200 MB: all of prose_en, the first 200 MB of code_c; the time includes counting the bytes), unpinned;
-  the RSS column holds the growth of the child's ``ru_maxrss`` during the call (its high-water mark is first
-  reset through ``/proc/self/clear_refs``, else the peak of building the tokenizer would hide the call's).
+  first 200 MB: all of prose_en, the first 200 MB of code_c, copied out before timing), unpinned;
+  the RSS column holds the growth of the child's peak RSS (``VmHWM``) during the call (its high-water mark
+  is first reset through ``/proc/self/clear_refs``, else the peak of building the tokenizer would hide the
+  call's).
 
 Example: ``python benchmarks/encode.py --markdown encode.md``
 """
@@ -164,8 +165,15 @@ def encode_whole_file(tool: str, tok: Any, path: Path, work: Path) -> int:
     return sum(len(a) for a in arrays)
 
 
-def max_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
+def peak_rss_mb() -> float:
+    """This process's peak RSS: ``VmHWM``, which ``/proc/self/clear_refs`` resets. ``ru_maxrss`` can keep
+    an earlier peak past that reset (streaming 200 MB of code_c showed +0.0 MB there and +3.2 MB in
+    ``VmHWM``), so it is only the fallback where ``/proc`` is missing."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) * 1024 / 1e6
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
 
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:
@@ -188,27 +196,29 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         start = time.perf_counter()
         tokens = encode_whole_file(tool, tok, path, work)
         return {"seconds": time.perf_counter() - start, "bytes": path.stat().st_size, "tokens": tokens}
-    try:  # reset the high-water mark, so that ru_maxrss no longer holds the peak of building the tokenizer
+    path = stream_prefix(path, work)
+    try:  # reset the high-water mark, so that it no longer holds the peak of building the tokenizer
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
         pass
-    before = max_rss_mb()
-    streamed = 0
-
-    def lines(f: Iterator[str]) -> Iterator[str]:
-        """The file's lines up to the first ``STREAM_BYTES`` bytes."""
-        nonlocal streamed
-        for line in f:
-            yield line
-            streamed += len(line.encode("utf-8"))
-            if streamed >= STREAM_BYTES:
-                return
-
+    before = peak_rss_mb()
     start = time.perf_counter()
     with open(path, encoding="utf-8") as f:
-        deque(tok.encode_iterable(lines(f)), maxlen=0)
+        deque(tok.encode_iterable(f), maxlen=0)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "bytes": streamed, "rss_growth_mb": max_rss_mb() - before}
+    return {"seconds": seconds, "bytes": path.stat().st_size, "rss_growth_mb": peak_rss_mb() - before}
+
+
+def stream_prefix(path: Path, work: Path) -> Path:
+    """``path`` if it holds at most ``STREAM_BYTES``, else a copy of its first ``STREAM_BYTES`` cut back to
+    the end of a line, written before timing so that the timed loop only streams."""
+    if path.stat().st_size <= STREAM_BYTES:
+        return path
+    with open(path, "rb") as f:
+        data = f.read(STREAM_BYTES)
+    prefix = work / "stream.txt"
+    prefix.write_bytes(data[: data.rindex(b"\n") + 1])
+    return prefix
 
 
 def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
