@@ -26,20 +26,22 @@
 //! Each rule reads bytes `i-2..=i+1` at most (a contraction at `i-1` reads `i+1`), and the window's
 //! first byte is a piece boundary, where the pattern starts afresh (nothing in it looks behind). So
 //! the boundaries up to byte 61 of a window are exact when its bytes are ASCII or Latin letters, and
-//! the first `h - 1` are when byte `h` is the first that is neither. `src/pretokenize.rs`'s tests check the result against
-//! the one-piece-at-a-time scanner, and the fuzz target against a model of the pattern.
+//! the first `h - 1` are when byte `h` is the first that is neither. `src/pretokenize.rs`'s tests check
+//! the result against the one-piece-at-a-time scanner, and the fuzz target against a model of the
+//! pattern.
 
 /// Bytes per window.
 pub(crate) const WINDOW: usize = 64;
 
-/// Boundaries are exact below this bit when the whole window is ASCII: the rules read up to two bytes
-/// ahead of a boundary (a contraction's letters), and a window has no bytes after its last.
+/// Boundaries are exact below this bit when the whole window is ASCII or Latin letters: the rules read
+/// up to two bytes ahead of a boundary (a contraction's letters), and a window has no bytes after its
+/// last.
 const EXACT: u32 = WINDOW as u32 - 3;
 
 /// The boundaries of the window that starts at a piece boundary: bit `i` is set when a piece starts at
-/// byte `i`, for `0 < i` below the first bit that depends on a byte that is not ASCII or lies past the
-/// window (bit 0, the window's start, is left out). Also returns the mask of the bytes that are not
-/// ASCII, which the caller scans one piece at a time.
+/// byte `i`, for `0 < i` below the first bit that depends on a byte that is neither ASCII nor part of a
+/// Latin letter, or that lies past the window (bit 0, the window's start, is left out). Also returns
+/// the mask of those other bytes from 0x80 up, which the caller scans one piece at a time.
 #[inline(always)]
 pub(crate) fn window_boundaries(window: &[u8; WINDOW]) -> (u64, u64) {
     let mut m = ByteMasks::of(window);

@@ -2,9 +2,10 @@
 //!
 //! The input is read in chunks cut at safe places ([`crate::chunks`]); worker threads take chunks in
 //! turn and encode them, and the calling thread writes them in order, so memory is a few chunks and
-//! their ids whatever the file size, and the encoders share nothing but the queue of chunks. The array goes to a temporary file beside the output, whose header is
-//! written last (the length is known only at the end) and which is renamed over the output only when
-//! everything succeeded: an error or an interruption leaves no partial `.npy`.
+//! their ids whatever the file size, and the encoders share nothing but the queue of chunks. The array
+//! goes to a temporary file beside the output, whose header is written last (the length is known only
+//! at the end) and which is renamed over the output only when everything succeeded: an error or an
+//! interruption leaves no partial `.npy`.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
