@@ -559,13 +559,7 @@ mod tests {
                 .collect();
             let mut scratch = Scratch::for_text(0, CacheCap::CALL);
             let (mut whole, mut segmented) = (Vec::new(), Vec::new());
-            if len >= LONG_PIECE {
-                scratch
-                    .long
-                    .merge(&e, &mut scratch.pairs, &piece, &mut whole);
-            } else {
-                e.merge_short(&piece, &mut whole, &mut scratch);
-            }
+            e.merge_uncut(&piece, &mut whole, &mut scratch);
             if e.merge_segments(&piece, &mut segmented, &mut scratch) > 1 {
                 cut += 1;
             }
