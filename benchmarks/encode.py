@@ -25,7 +25,10 @@ Sections (MB = 1e6 bytes of UTF-8 input):
   The file is read once beforehand so that all tools start from the page cache. bytepair's output of an
   earlier run is deleted before timing: replacing a 1.3 GB file frees its blocks inside the timed call
   (0.7 s on this project's ext4 disk mounted with ``discard``), which is the file system's time, and only
-  the second and later runs would pay it.
+  the second and later runs would pay it. Then ``os.sync()`` flushes what earlier runs left to write, so
+  that no tool's timed run shares the disk (and, on a virtual machine, its CPUs) with another's writeback.
+  ``encode_file`` returns when the ``.npy`` is written to the page cache, as any program's ordinary
+  writes do; gigatoken keeps its ids in memory.
 - ``iterable``: bytepair ``encode_iterable`` over the file opened as text (iterated by lines, up to its
   first 200 MB: all of prose_en, the first 200 MB of code_c, copied out before timing), unpinned;
   the RSS column holds the growth of the child's peak RSS (``VmHWM``) during the call (its high-water mark
@@ -193,6 +196,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         return {"seconds": time.perf_counter() - start, "bytes": len(text.encode("utf-8"))}
     if spec["section"] == "files":
         (work / "ids.npy").unlink(missing_ok=True)
+        os.sync()
         start = time.perf_counter()
         tokens = encode_whole_file(tool, tok, path, work)
         return {"seconds": time.perf_counter() - start, "bytes": path.stat().st_size, "tokens": tokens}

@@ -75,15 +75,19 @@ fn to_le_bytes(ids: &[u32], dtype: Dtype, out: &mut Vec<u8>) -> Result<()> {
     out.clear();
     match dtype {
         Dtype::U16 => {
-            if let Some(&id) = ids.iter().find(|&&id| id > u16::MAX as u32) {
+            out.resize(ids.len() * 2, 0);
+            // The range check rides along as an OR of all ids: a separate `find` for an id out of
+            // range could not be vectorized (it stops early) and took 3% of encode_file's CPU on C.
+            let mut all = 0;
+            for (bytes, &id) in out.chunks_exact_mut(2).zip(ids) {
+                all |= id;
+                bytes.copy_from_slice(&(id as u16).to_le_bytes());
+            }
+            if all > u16::MAX as u32 {
                 return Err(Error::IdOutOfRange {
-                    id,
+                    id: ids.iter().copied().max().unwrap_or(all),
                     dtype: dtype.name(),
                 });
-            }
-            out.resize(ids.len() * 2, 0);
-            for (bytes, &id) in out.chunks_exact_mut(2).zip(ids) {
-                bytes.copy_from_slice(&(id as u16).to_le_bytes());
             }
         }
         Dtype::U32 => {

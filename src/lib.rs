@@ -15,7 +15,7 @@
 //! - [`recent`]: the encoder's small cache of recently seen pre-tokens.
 //! - `scratch`: the encoder's per-thread caches, kept between calls.
 //! - [`encode_file`]: whole files to `.npy` arrays of ids, on all cores, in bounded memory.
-//! - [`npy_writer`]: the `.npy` output of `encode_file`, written around the page cache.
+//! - [`npy_writer`]: the `.npy` output of `encode_file`, whose header is written last.
 //! - [`huge_pages`]: 2 MB pages for the large buffers of one call.
 //! - [`ucs`]: Python's string storage (Latin-1, UCS-2, UCS-4) to UTF-8.
 //! - `py` (feature `python`): the PyO3 binding; nothing else knows about Python.

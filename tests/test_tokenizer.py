@@ -197,6 +197,23 @@ def test_encode_file_picks_uint32_for_large_vocabularies(tmp_path: Path) -> None
     assert not (tmp_path / "narrow.npy").exists()
 
 
+def test_encode_file_without_a_dtype_does_not_import_numpy(tmp_path: Path) -> None:
+    """Importing NumPy inside the call cost 0.1 s and started BLAS threads that spin on every core."""
+    src = tmp_path / "in.txt"
+    src.write_text("hi there")
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import bytepair
+        tok = bytepair.Tokenizer({{i: bytes([i]) for i in range(256)}}, [])
+        print(tok.encode_file({str(src)!r}, {str(tmp_path / "out.npy")!r}), "numpy" in sys.modules)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["8", "False"]
+    assert np.load(tmp_path / "out.npy").tolist() == list(b"hi there")
+
+
 def test_encode_file_errors_leave_nothing_behind(gpt2: Tokenizer, tmp_path: Path) -> None:
     out = tmp_path / "out.npy"
     with pytest.raises(FileNotFoundError):
