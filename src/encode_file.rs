@@ -244,13 +244,33 @@ pub fn encode_file(
         }
         result.map(|()| (tokens, out))
     })?;
-    let file = out
-        .finish(&npy_header(dtype.descr(), tokens))
+    out.finish(&npy_header(dtype.descr(), tokens))
         .map_err(write_err)?;
     // No fsync: the rename makes the output appear whole or not at all to every reader, which is the
     // guarantee; forcing gigabytes to disk first took seconds and protects only against power loss.
-    drop(file);
     fs::rename(&tmp_path, output).map_err(write_err)?;
     std::mem::forget(tmp);
     Ok(tokens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uint16_takes_every_id_up_to_65535_and_names_the_largest_beyond() {
+        let mut out = Vec::new();
+        to_le_bytes(&[0, 65535, 258], Dtype::U16, &mut out).unwrap();
+        assert_eq!(out, [0, 0, 0xFF, 0xFF, 2, 1]);
+        for (ids, named) in [(&[1, 65536, 3][..], 65536), (&[65536, 70000], 70000)] {
+            match to_le_bytes(ids, Dtype::U16, &mut out) {
+                Err(Error::IdOutOfRange { id, dtype }) => {
+                    assert_eq!((id, dtype), (named, "uint16"))
+                }
+                other => panic!("{ids:?} gave {other:?}"),
+            }
+        }
+        to_le_bytes(&[70000], Dtype::U32, &mut out).unwrap();
+        assert_eq!(out, 70000u32.to_le_bytes());
+    }
 }
