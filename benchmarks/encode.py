@@ -8,7 +8,8 @@ Every measurement runs in a fresh subprocess (this script with ``--child``), so 
 warm caches, thread pools or heap, and the parent can read that process's own peak RSS (``ru_maxrss`` from
 ``os.wait4``). Each of the ``--repeat`` runs is such a process and the best is reported: repeating a call in
 one process would time warm caches instead (gigatoken re-encodes the same 20 MB about 3x faster the second
-time). Building the tokenizer is never timed.
+time). The runs go round by round, each tool once a round, so that a slow spell of the shared machine falls
+on every tool alike. Building the tokenizer is never timed.
 
 Sections (MB = 1e6 bytes of UTF-8 input):
 
@@ -253,15 +254,27 @@ def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     return {**json.loads(out.read_text()), "rss_mb": usage.ru_maxrss * 1024 / 1e6}
 
 
-def best_of(spec: dict[str, Any], repeat: int, timeout: float) -> dict[str, Any]:
-    """The fastest of ``repeat`` runs of ``spec`` with its MB/s, or the first error."""
-    runs = []
+Result = dict[str, Any]
+
+
+def interleaved_best(specs: dict[str, Result], repeat: int, timeout: float) -> dict[str, Result]:
+    """For each tool, the fastest of ``repeat`` runs of its spec with its MB/s, or its first error. The
+    runs go round by round, every tool once a round, so that a slow spell of the shared machine falls on
+    all tools alike instead of on the runs of one."""
+    runs: dict[str, list[Result]] = {tool: [] for tool in specs}
     for _ in range(repeat):
-        runs.append(run_child(spec, timeout))
-        if "error" in runs[-1]:
-            return runs[-1]
-    best = min(runs, key=lambda r: r["seconds"])
-    return {**best, "mbps": best["bytes"] / 1e6 / best["seconds"]}
+        for tool, spec in specs.items():
+            if not any("error" in r for r in runs[tool]):
+                runs[tool].append(run_child(spec, timeout))
+    best = {}
+    for tool, results in runs.items():
+        errors = [r for r in results if "error" in r]
+        if errors:
+            best[tool] = errors[0]
+        else:
+            fastest = min(results, key=lambda r: r["seconds"])
+            best[tool] = {**fastest, "mbps": fastest["bytes"] / 1e6 / fastest["seconds"]}
+    return best
 
 
 def verify(tools: list[str], corpora: dict[str, str], shared: Path, work: Path) -> list[str]:
@@ -383,14 +396,17 @@ def main() -> None:
                     with open(path, "rb") as f:  # into the page cache, so that no tool pays for the disk
                         while f.read(1 << 24):
                             pass
-                for tool in (t for t in args.tools if section != "iterable" or t == "bytepair"):
+                tools = [t for t in args.tools if section != "iterable" or t == "bytepair"]
+                specs = {
+                    tool: {"section": section, "tool": tool, "path": str(path), "work": tmp}
+                    | {"shared": str(args.shared), "pin": section == "single"}
+                    for tool in tools
+                    if tool in installed
+                }
+                results = interleaved_best(specs, args.repeat, args.timeout)
+                for tool in tools:
                     row = {"section": SECTIONS[section], "corpus": name, "tool": tool}
-                    if tool not in installed:
-                        rows.append({**row, "error": "not installed"})
-                        continue
-                    spec = {"section": section, "tool": tool, "path": str(path), "work": tmp}
-                    spec.update(shared=str(args.shared), pin=section == "single")
-                    rows.append({**row, **best_of(spec, args.repeat, args.timeout)})
+                    rows.append({**row, **results.get(tool, {"error": "not installed"})})
                     print(f"{section} {name} {tool}: {rows[-1]}", file=sys.stderr)
     report += ["", "## Results", "", *table(rows), ""]
     report.append(
