@@ -201,7 +201,6 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         start = time.perf_counter()
         tokens = encode_whole_file(tool, tok, path, work)
         return {"seconds": time.perf_counter() - start, "bytes": path.stat().st_size, "tokens": tokens}
-    path = stream_prefix(path, work)
     try:  # reset the high-water mark, so that it no longer holds the peak of building the tokenizer
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
@@ -216,7 +215,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
 def stream_prefix(path: Path, work: Path) -> Path:
     """``path`` if it holds at most ``STREAM_BYTES``, else a copy of its first ``STREAM_BYTES`` cut back to
-    the end of a line, written before timing so that the timed loop only streams."""
+    the end of a line in ``work``, written once before the runs so that the timed loop only streams."""
     if path.stat().st_size <= STREAM_BYTES:
         return path
     with open(path, "rb") as f:
@@ -311,11 +310,11 @@ def write_cjk_tail(multilingual: Path, path: Path) -> None:
 
 
 def prepare_corpora(directory: Path, shared: Path, names: set[str]) -> dict[str, Path]:
-    """The corpora that exist, decompressing the shipped ``.xz`` ones when missing."""
+    """Those of the corpora ``names`` that exist, decompressing the shipped ``.xz`` ones when missing."""
     found = {}
-    if "multilingual_cjk" in names:
-        names |= {"multilingual"}
-    for name in sorted(names):
+    # multilingual_cjk is cut from multilingual, which sorts before it.
+    needed = names | {"multilingual"} if "multilingual_cjk" in names else names
+    for name in sorted(needed):
         path, xz = directory / f"{name}.txt", shared / f"corpora/{name}.txt.xz"
         if name == "multilingual_cjk" and not path.exists() and "multilingual" in found:
             write_cjk_tail(found["multilingual"], path)
@@ -329,7 +328,7 @@ def prepare_corpora(directory: Path, shared: Path, names: set[str]) -> dict[str,
         else:
             build = f"python3 {shared / 'corpora/build.py'} {directory} {name}"
             print(f"skipping {name}: {path} is missing (build it with {build})", file=sys.stderr)
-    return found
+    return {name: path for name, path in found.items() if name in names}
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
@@ -396,13 +395,13 @@ def main() -> None:
                     with open(path, "rb") as f:  # into the page cache, so that no tool pays for the disk
                         while f.read(1 << 24):
                             pass
+                if section == "iterable":
+                    path = stream_prefix(path, Path(tmp))
+                    os.sync()  # the copy's writeback before, not during, the timed runs
                 tools = [t for t in args.tools if section != "iterable" or t == "bytepair"]
-                specs = {
-                    tool: {"section": section, "tool": tool, "path": str(path), "work": tmp}
-                    | {"shared": str(args.shared), "pin": section == "single"}
-                    for tool in tools
-                    if tool in installed
-                }
+                spec = {"section": section, "path": str(path), "work": tmp, "shared": str(args.shared)}
+                spec["pin"] = section == "single"
+                specs = {tool: {**spec, "tool": tool} for tool in tools if tool in installed}
                 results = interleaved_best(specs, args.repeat, args.timeout)
                 for tool in tools:
                     row = {"section": SECTIONS[section], "corpus": name, "tool": tool}
