@@ -470,5 +470,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEncoder>()?;
     m.add_function(wrap_pyfunction!(pretokenize, m)?)?;
     m.add_function(wrap_pyfunction!(train_bpe, m)?)?;
+    m.add("UNICODE_VERSION", crate::unicode_tables::UNICODE_VERSION)?;
     Ok(())
 }

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import bytepair
 from bytepair import load_bpe, save_bpe
 from bytepair.formats import bytes_to_unicode
-from conftest import shared_file
+from conftest import CS336
 
 
 def paths(tmp_path: Path) -> tuple[Path, Path]:
@@ -61,7 +61,7 @@ def test_round_trip_of_awkward_tokens(tmp_path: Path) -> None:
 
 
 def test_trained_tokenizer_round_trips(tmp_path: Path) -> None:
-    corpus = shared_file("fixtures", "cs336", "corpus.en")
+    corpus = CS336 / "corpus.en"
     vocab, merges = bytepair.train_bpe(corpus, 500, ["<|endoftext|>"])
     v, m = paths(tmp_path)
     save_bpe(vocab, merges, v, m)
@@ -69,10 +69,7 @@ def test_trained_tokenizer_round_trips(tmp_path: Path) -> None:
 
 
 def test_loads_gpt2_files() -> None:
-    vocab, merges = load_bpe(
-        shared_file("fixtures", "cs336", "gpt2_vocab.json"),
-        shared_file("fixtures", "cs336", "gpt2_merges.txt"),
-    )
+    vocab, merges = load_bpe(CS336 / "gpt2_vocab.json", CS336 / "gpt2_merges.txt")
     assert len(vocab) == 50257 and len(merges) == 50000
     assert vocab[50256] == b"<|endoftext|>" and vocab[220] == b" "
     assert merges[0] == (b" ", b"t")

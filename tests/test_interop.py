@@ -3,7 +3,6 @@ reading the files back gives the same tokenizer."""
 
 from __future__ import annotations
 
-import doctest
 import json
 import lzma
 from pathlib import Path
@@ -12,40 +11,40 @@ import pytest
 
 import bytepair
 from bytepair import GPT2_PATTERN, Tokenizer, interop
-from conftest import shared_file
+from conftest import CS336, shared_file
 
 SPECIAL = "<|endoftext|>"
 SLICE = 1_000_000  # characters of each shared corpus: enough to meet most of the vocabulary
 
 
-def corpus_slice(name: str) -> str:
-    with lzma.open(shared_file("corpora", f"{name}.txt.xz"), "rt", encoding="utf-8") as f:
-        return f.read(SLICE)
+@pytest.fixture(scope="module")
+def texts() -> dict[str, str]:
+    """The CS336 texts (tests/fixtures/cs336)."""
+    names = ["tinystories_sample.txt", "address.txt", "german.txt", "corpus.en"]
+    return {name: (CS336 / name).read_text(encoding="utf-8") for name in names}
 
 
 @pytest.fixture(scope="module")
-def texts() -> dict[str, str]:
-    """The first million characters of each shared corpus, and the CS336 texts."""
-    found = {name: corpus_slice(name) for name in ["prose_en", "multilingual"]}
-    for name in ["tinystories_sample.txt", "address.txt", "german.txt", "corpus.en"]:
-        found[name] = shared_file("fixtures", "cs336", name).read_text(encoding="utf-8")
+def corpora() -> dict[str, str]:
+    """The first million characters of each big corpus in ../shared (a skip without it)."""
+    found = {}
+    for name in ["prose_en", "multilingual"]:
+        with lzma.open(shared_file("corpora", f"{name}.txt.xz"), "rt", encoding="utf-8") as f:
+            found[name] = f.read(SLICE)
     return found
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory, texts: dict[str, str]) -> Tokenizer:
-    """A tokenizer trained on the prose slice."""
-    path = tmp_path_factory.mktemp("train") / "prose.txt"
-    path.write_text(texts["prose_en"], encoding="utf-8")
+    """A tokenizer trained on the CS336 texts."""
+    path = tmp_path_factory.mktemp("train") / "texts.txt"
+    path.write_text(SPECIAL.join(texts.values()), encoding="utf-8")
     return Tokenizer(*bytepair.train_bpe(path, 3000, [SPECIAL]), [SPECIAL])
 
 
 @pytest.fixture(scope="module")
 def gpt2() -> Tokenizer:
-    vocab, merges = (
-        shared_file("fixtures", "cs336", f"gpt2_{part}") for part in ["vocab.json", "merges.txt"]
-    )
-    return Tokenizer.from_files(vocab, merges, [SPECIAL])
+    return Tokenizer.from_files(CS336 / "gpt2_vocab.json", CS336 / "gpt2_merges.txt", [SPECIAL])
 
 
 def documents(text: str) -> list[str]:
@@ -53,12 +52,8 @@ def documents(text: str) -> list[str]:
     return [text[i : i + 20_000] for i in range(0, len(text), 20_000)]
 
 
-@pytest.mark.parametrize("which", ["trained", "gpt2"])
-def test_hf_encodes_as_bytepair(
-    tmp_path: Path, texts: dict[str, str], which: str, request: pytest.FixtureRequest
-) -> None:
+def assert_hf_encodes_as(tok: Tokenizer, texts: dict[str, str], tmp_path: Path) -> None:
     tokenizers = pytest.importorskip("tokenizers")
-    tok: Tokenizer = request.getfixturevalue(which)
     tok.to_hf(tmp_path / "tokenizer.json")
     hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
     for name, text in texts.items():
@@ -68,14 +63,9 @@ def test_hf_encodes_as_bytepair(
         assert hf.decode_batch(ours, skip_special_tokens=False) == docs, name
 
 
-@pytest.mark.parametrize("which", ["trained", "gpt2"])
-def test_tiktoken_encodes_as_bytepair(
-    tmp_path: Path, texts: dict[str, str], which: str, request: pytest.FixtureRequest
-) -> None:
+def assert_tiktoken_encodes_as(tok: Tokenizer, texts: dict[str, str], tmp_path: Path) -> None:
     tiktoken = pytest.importorskip("tiktoken")
     tiktoken_load = pytest.importorskip("tiktoken.load")
-
-    tok: Tokenizer = request.getfixturevalue(which)
     tok.to_tiktoken(tmp_path / "bpe.tiktoken")
     encoding = tiktoken.Encoding(
         "exported",
@@ -86,6 +76,28 @@ def test_tiktoken_encodes_as_bytepair(
     for name, text in texts.items():
         docs = documents(text)
         assert encoding.encode_batch(docs, allowed_special="all") == tok.encode_batch(docs), name
+
+
+@pytest.mark.parametrize("which", ["trained", "gpt2"])
+def test_hf_encodes_as_bytepair(
+    tmp_path: Path, texts: dict[str, str], which: str, request: pytest.FixtureRequest
+) -> None:
+    assert_hf_encodes_as(request.getfixturevalue(which), texts, tmp_path)
+
+
+@pytest.mark.parametrize("which", ["trained", "gpt2"])
+def test_tiktoken_encodes_as_bytepair(
+    tmp_path: Path, texts: dict[str, str], which: str, request: pytest.FixtureRequest
+) -> None:
+    assert_tiktoken_encodes_as(request.getfixturevalue(which), texts, tmp_path)
+
+
+def test_hf_and_tiktoken_encode_as_bytepair_on_the_big_corpora(
+    tmp_path: Path, corpora: dict[str, str], trained: Tokenizer, gpt2: Tokenizer
+) -> None:
+    for tok in [trained, gpt2]:
+        assert_hf_encodes_as(tok, corpora, tmp_path)
+        assert_tiktoken_encodes_as(tok, corpora, tmp_path)
 
 
 @pytest.mark.parametrize("which", ["trained", "gpt2"])
@@ -146,8 +158,3 @@ def test_bad_files_are_rejected_with_their_name(tmp_path: Path) -> None:
     hf.write_text("{")
     with pytest.raises(ValueError, match="not a JSON tokenizer"):
         Tokenizer.from_hf(hf)
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(interop)
-    assert result.attempted > 0 and result.failed == 0

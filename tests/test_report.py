@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import re
 import shutil
 import struct
@@ -131,8 +130,3 @@ def test_page_renders_in_chromium(
     blue, orange = bytes.fromhex(report.COLORS[0][1:]), bytes.fromhex(report.COLORS[1][1:])
     assert len(pixels) > 50  # text, charts and backgrounds, not a blank page
     assert blue in pixels and orange in pixels  # the bars of both tokenizers were drawn
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(report)
-    assert result.attempted > 0 and result.failed == 0

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import bytepair
 from bytepair import reference
 from bytepair.formats import _unicode_to_bytes
-from conftest import MEMORY_PROBE, shared_file
+from conftest import CS336, MEMORY_PROBE
 
 pytest.importorskip("regex")
 EOT = "<|endoftext|>"
@@ -55,11 +55,16 @@ def test_id_layout_is_bytes_then_merges_then_specials(tmp_path: Path) -> None:
     assert vocab[260] == EOT.encode() and vocab[261] == b"<|x|>"
 
 
-# Text from a small alphabet so that pairs repeat and ties are frequent; special tokens inside.
+# Special tokens that overlap, each shorter one listed first: where several match at one place,
+# leftmost-longest matching (the reference's) takes the longest, leftmost-first would take the one listed
+# first and leave the rest of the longer as text ("<|ab|>" as "<|a" and "b|>").
+SPECIALS = [EOT, "<|a", "<|a|>", "<|ab|>", "<|a|><|a|>"]
+# Text from a small alphabet so that pairs repeat and ties are frequent; special tokens and their parts
+# inside.
 texts = st.lists(
     st.one_of(
         st.text(alphabet="ab c\n'sé1 日", min_size=1, max_size=12),
-        st.sampled_from([EOT, "<|a|>", "<|a|><|a|>"]),
+        st.sampled_from([*SPECIALS, "b|>", "|>"]),
     ),
     max_size=40,
 ).map("".join)
@@ -69,7 +74,7 @@ texts = st.lists(
 @given(text=texts, extra=st.integers(0, 40))
 def test_equals_pure_python_reference(tmp_path: Path, text: str, extra: int) -> None:
     path = write(tmp_path, text)
-    specials = [EOT, "<|a|>", "<|a|><|a|>"]
+    specials = SPECIALS
     vocab_size = 256 + len(specials) + extra
     assert bytepair.train_bpe(path, vocab_size, specials, _chunk_size=7) == reference.train_bpe(
         str(path), vocab_size, specials
@@ -78,7 +83,7 @@ def test_equals_pure_python_reference(tmp_path: Path, text: str, extra: int) -> 
 
 @pytest.mark.parametrize("name", ["tinystories_sample.txt", "german.txt", "address.txt"])
 def test_equals_reference_on_real_text(name: str) -> None:
-    path = shared_file("fixtures", "cs336", name)
+    path = CS336 / name
     assert bytepair.train_bpe(path, 400, [EOT]) == reference.train_bpe(str(path), 400, [EOT])
 
 
@@ -117,13 +122,14 @@ def test_empty_file_gives_bytes_and_specials(tmp_path: Path) -> None:
 
 
 def test_special_tokens_are_never_merged_and_longest_wins(tmp_path: Path) -> None:
-    text = "ab<|a|><|a|>ab<|a|>ab" * 3
-    vocab, merges = bytepair.train_bpe(write(tmp_path, text), 300, ["<|a|>", "<|a|><|a|>"])
-    assert all(b"<" not in a + b and b"|" not in a + b for a, b in merges)
-    n = len(vocab)
-    assert vocab[n - 2] == b"<|a|>" and vocab[n - 1] == b"<|a|><|a|>"
-    # "<|a|><|a|>" is removed whole, so no text is left between its halves to count.
-    assert reference.train_bpe(str(tmp_path / "input.txt"), 300, ["<|a|>", "<|a|><|a|>"]) == (vocab, merges)
+    # Where "<|ab|>" stands, "<|a" matches too: the longest wins and removes it whole, so only "ab" is
+    # left to count. Had "<|a" (listed first) won, "b|>" would be text and "|>" a merge.
+    text = "ab<|ab|>ab<|ab|><|ab|>ab<|a ab\n" * 3
+    specials = ["<|a", "<|ab|>"]
+    vocab, merges = bytepair.train_bpe(write(tmp_path, text), 300, specials)
+    assert merges == [(b"a", b"b"), (b" ", b"ab")]
+    assert len(vocab) == 260 and vocab[258] == b"<|a" and vocab[259] == b"<|ab|>"
+    assert reference.train_bpe(str(tmp_path / "input.txt"), 300, specials) == (vocab, merges)
 
 
 def test_duplicate_special_tokens_are_added_once(tmp_path: Path) -> None:

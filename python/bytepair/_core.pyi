@@ -2,6 +2,8 @@
 
 from collections.abc import Callable
 
+UNICODE_VERSION: str  # of the scanner's character classes (src/unicode_tables.rs)
+
 def pretokenize(text: str) -> list[str]: ...
 def train_bpe(
     input_path: str,
