@@ -20,7 +20,10 @@ use crate::pretokenize::pretokenize;
 use crate::progress::{Phase, Progress};
 use crate::special::{Segment, SpecialTokens};
 
-/// How often each distinct pre-token occurs.
+/// How often each distinct pre-token occurs, and how much text was counted: its bytes and the
+/// occurrences of special tokens in it (which are not pre-tokens). From these and a vocabulary, the
+/// number of tokens the text encodes to follows exactly: each pre-token encoded once, times its count,
+/// plus one token per special-token occurrence.
 ///
 /// Pieces of one and two bytes are most of the pieces (64% on C code, 41% on English prose), and they
 /// are counted in arrays indexed by their bytes: no hashing and no probing, in 512 KB that stay in cache.
@@ -32,6 +35,8 @@ pub struct PreTokenCounts {
     /// `short[b]` counts the piece `[b]`; `short[256 + (b0 << 8 | b1)]` the piece `[b0, b1]`.
     short: Vec<u64>,
     long: BytesMap<u64>,
+    bytes: u64,
+    special_occurrences: u64,
 }
 
 const SHORT_SLOTS: usize = 256 + 65536;
@@ -41,13 +46,17 @@ impl Default for PreTokenCounts {
         PreTokenCounts {
             short: vec![0; SHORT_SLOTS],
             long: BytesMap::default(),
+            bytes: 0,
+            special_occurrences: 0,
         }
     }
 }
 
 impl PartialEq for PreTokenCounts {
     fn eq(&self, other: &Self) -> bool {
-        let mut same = self.short == other.short && self.long.len() == other.long.len();
+        let mut same = self.short == other.short
+            && self.long.len() == other.long.len()
+            && (self.bytes, self.special_occurrences) == (other.bytes, other.special_occurrences);
         self.long
             .for_each(|piece, n| same &= other.long.get(piece) == Some(n));
         same
@@ -91,6 +100,16 @@ impl PreTokenCounts {
         self.len() == 0
     }
 
+    /// The bytes of text counted, special tokens included.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// How many times special tokens occurred in the text.
+    pub fn special_occurrences(&self) -> u64 {
+        self.special_occurrences
+    }
+
     /// Calls `f(piece, count)` for each distinct pre-token, in no particular order.
     pub fn for_each(&self, mut f: impl FnMut(&[u8], u64)) {
         for (slot, &count) in self.short.iter().enumerate() {
@@ -113,6 +132,8 @@ impl PreTokenCounts {
             *a += b;
         }
         other.long.for_each(|piece, n| *self.long.entry(piece) += n);
+        self.bytes += other.bytes;
+        self.special_occurrences += other.special_occurrences;
         self
     }
 }
@@ -121,13 +142,18 @@ impl PreTokenCounts {
 /// vanishes, small enough that a few chunks in flight cost little memory.
 pub const DEFAULT_CHUNK_SIZE: usize = 4 << 20;
 
-/// Adds the pre-tokens of `text` to `counts`; special tokens split the text and are not counted.
+/// Adds the pre-tokens of `text` to `counts`; special tokens split the text and are counted apart
+/// ([`PreTokenCounts::special_occurrences`]).
 pub fn count_text(text: &str, specials: &SpecialTokens, counts: &mut PreTokenCounts) {
+    counts.bytes += text.len() as u64;
     for segment in specials.split(text) {
-        if let Segment::Text(part) = segment {
-            for piece in pretokenize(part) {
-                counts.add(piece.as_bytes(), 1);
+        match segment {
+            Segment::Text(part) => {
+                for piece in pretokenize(part) {
+                    counts.add(piece.as_bytes(), 1);
+                }
             }
+            Segment::Special(_) => counts.special_occurrences += 1,
         }
     }
 }
@@ -201,6 +227,51 @@ pub fn count_file(
     }
 }
 
+/// Counts the pre-tokens of the files at `paths`, each its own document: no pre-token spans two files,
+/// exactly as if they were joined by a special token. Progress counts bytes over all the files.
+///
+/// Fails on the first file that cannot be read (all are looked up before counting starts), on invalid
+/// UTF-8, or when `progress` asks to stop.
+pub fn count_files<P: AsRef<Path>>(
+    paths: &[P],
+    specials: &SpecialTokens,
+    chunk_size: usize,
+    progress: &dyn Progress,
+) -> Result<PreTokenCounts> {
+    let mut total = 0;
+    for path in paths {
+        let path = path.as_ref();
+        total += std::fs::metadata(path)
+            .map_err(|e| Error::io(path, e))?
+            .len();
+    }
+    let mut counts = PreTokenCounts::default();
+    for path in paths {
+        let progress = AfterEarlierFiles {
+            inner: progress,
+            before: counts.bytes(),
+            total,
+        };
+        counts = counts.merge(count_file(path.as_ref(), specials, chunk_size, &progress)?);
+    }
+    Ok(counts)
+}
+
+/// Reports a file's progress as progress over several files, `before` bytes of which are done.
+struct AfterEarlierFiles<'p> {
+    inner: &'p dyn Progress,
+    before: u64,
+    total: u64,
+}
+
+impl Progress for AfterEarlierFiles<'_> {
+    fn report(&self, phase: Phase, done: u64, _: u64) -> Result<()> {
+        let done = self.before + done;
+        // A pipe's size is 0 until read: the total grows with what was read.
+        self.inner.report(phase, done, self.total.max(done))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +302,28 @@ mod tests {
             );
         }
         std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn several_files_count_as_documents_joined_by_a_special_token() {
+        let (a, b) = ("one two\n  ", "  three\u{e9}t\u{e9} four<|eot|>five");
+        let paths = [
+            temp_file("doc-a", a.as_bytes()),
+            temp_file("doc-b", b.as_bytes()),
+        ];
+        let specials = SpecialTokens::new(&["<|eot|>"]).unwrap();
+        let mut expected = PreTokenCounts::default();
+        count_text(&format!("{a}<|eot|>{b}"), &specials, &mut expected);
+        let counts = count_files(&paths, &specials, 3, &Silent).unwrap();
+        assert_eq!(counts.special_occurrences(), 1);
+        assert_eq!(counts.bytes(), (a.len() + b.len()) as u64);
+        // As joined by a special token, but without the joining token's bytes and occurrence.
+        expected.bytes -= "<|eot|>".len() as u64;
+        expected.special_occurrences -= 1;
+        assert_eq!(counts, expected);
+        for path in paths {
+            std::fs::remove_file(path).unwrap();
+        }
     }
 
     #[test]

@@ -219,6 +219,12 @@ impl Encoder {
         end
     }
 
+    /// Appends the ids of one pre-token (as [`pretokenize`] makes them), without looking for special
+    /// tokens or pre-tokens in it. `scratch` must only ever be used with this encoder.
+    pub(crate) fn encode_pretoken(&self, piece: &[u8], out: &mut Vec<u32>, scratch: &mut Scratch) {
+        self.encode_piece(piece, 0, piece.len(), out, scratch);
+    }
+
     /// Appends the ids of the pre-token `text[start..start + len]`: from the cache of recent pieces, as
     /// a whole token, from the cache of merged pieces, or merged.
     #[inline]

@@ -5,18 +5,20 @@
 //! their ids whatever the file size, and the encoders share nothing but the queue of chunks. The array
 //! goes to a temporary file beside the output, whose header is written last (the length is known only
 //! at the end) and which is renamed over the output only when everything succeeded: an error or an
-//! interruption leaves no partial `.npy`.
+//! interruption leaves no partial `.npy` (see [`crate::output`], which also keeps devices, directories
+//! and the input itself from being replaced).
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs::File;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Condvar, Mutex, PoisonError};
 
 use crate::chunks::{Chunk, ChunkReader};
 use crate::encode::{ids_capacity, Encoder};
 use crate::error::{Error, Result};
 use crate::npy_writer::{npy_header, NpyWriter};
+use crate::output::Output;
 use crate::progress::{Phase, Progress};
 use crate::scratch::{CacheCap, Scratch};
 
@@ -55,17 +57,6 @@ struct Queue<'s> {
     /// Output buffers that were written, for the next chunks (as [`ChunkReader::recycle`] does for the
     /// input): at most one per chunk in flight.
     spare_out: Vec<Vec<u8>>,
-}
-
-/// Removes the temporary file unless it was renamed into place.
-struct TempFile(Option<PathBuf>);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        if let Some(path) = self.0.take() {
-            let _ = fs::remove_file(path);
-        }
-    }
 }
 
 /// Writes `ids` into `out` as the little-endian bytes of `dtype`; fails on an id that does not fit.
@@ -112,18 +103,14 @@ pub fn encode_file(
     progress: &dyn Progress,
 ) -> Result<u64> {
     let file = File::open(input).map_err(|e| Error::io(input, e))?;
-    let total = file.metadata().map_err(|e| Error::io(input, e))?.len();
+    let input_meta = file.metadata().map_err(|e| Error::io(input, e))?;
+    let total = input_meta.len();
     let (specials, _) = encoder.specials();
     let chunks = ChunkReader::new(file, specials, chunk_size);
 
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp_path = output.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let tmp = TempFile(Some(tmp_path.clone()));
+    let (destination, out_file) = Output::open(output, &input_meta)?;
     let write_err = |e| Error::io(output, e);
-    let mut out = NpyWriter::create(&tmp_path).map_err(write_err)?;
+    let mut out = NpyWriter::new(out_file).map_err(write_err)?;
 
     let threads = match threads {
         Some(n) if n > 0 => n,
@@ -246,10 +233,7 @@ pub fn encode_file(
     })?;
     out.finish(&npy_header(dtype.descr(), tokens))
         .map_err(write_err)?;
-    // No fsync: the rename makes the output appear whole or not at all to every reader, which is the
-    // guarantee; forcing gigabytes to disk first took seconds and protects only against power loss.
-    fs::rename(&tmp_path, output).map_err(write_err)?;
-    std::mem::forget(tmp);
+    destination.commit()?;
     Ok(tokens)
 }
 

@@ -24,6 +24,8 @@ pub enum Error {
     UnknownId(u64),
     /// An id too large for the output type asked for.
     IdOutOfRange { id: u32, dtype: &'static str },
+    /// The output named is the input file (by device and inode): writing it would destroy the input.
+    OutputIsInput(PathBuf),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -64,6 +66,11 @@ impl fmt::Display for Error {
                     "id {id} does not fit in {dtype}; use a wider dtype (uint32)"
                 )
             }
+            Error::OutputIsInput(path) => write!(
+                f,
+                "{}: the output is the input file; writing it would destroy the input",
+                path.display()
+            ),
         }
     }
 }

@@ -16,6 +16,7 @@
 //! - `scratch`: the encoder's per-thread caches, kept between calls.
 //! - [`encode_file`]: whole files to `.npy` arrays of ids, on all cores, in bounded memory.
 //! - [`npy_writer`]: the `.npy` output of `encode_file`, whose header is written last.
+//! - [`output`]: opening that output so that nothing but what the user named is ever replaced.
 //! - [`huge_pages`]: 2 MB pages for the large buffers of one call.
 //! - [`ucs`]: Python's string storage (Latin-1, UCS-2, UCS-4) to UTF-8.
 //! - `py` (feature `python`): the PyO3 binding; nothing else knows about Python.
@@ -42,6 +43,7 @@ pub mod error;
 pub mod huge_pages;
 mod long_merge;
 pub mod npy_writer;
+pub mod output;
 mod pairs;
 pub mod pretokenize;
 pub mod progress;
@@ -56,10 +58,10 @@ mod unicode_tables;
 #[cfg(feature = "python")]
 mod py;
 
-pub use count::{count_file, count_text, PreTokenCounts};
+pub use count::{count_file, count_files, count_text, PreTokenCounts};
 pub use encode::Encoder;
 pub use error::{Error, Result};
 pub use pretokenize::{pretokenize, PreTokens};
 pub use progress::{Phase, Progress, Silent};
 pub use special::SpecialTokens;
-pub use train::{train_counts, train_file, TrainOptions, Trained};
+pub use train::{train_counts, train_files, TrainOptions, Trained};

@@ -41,7 +41,11 @@ pub struct NpyWriter {
 impl NpyWriter {
     /// Creates (or truncates) `path`, keeping room for the header.
     pub fn create(path: &Path) -> io::Result<NpyWriter> {
-        let mut file = File::create(path)?;
+        NpyWriter::new(File::create(path)?)
+    }
+
+    /// Writes into `file`, open for writing at its start, keeping room for the header.
+    pub fn new(mut file: File) -> io::Result<NpyWriter> {
         file.write_all(&[0; HEADER_LEN])?;
         Ok(NpyWriter { file })
     }

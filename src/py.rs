@@ -18,7 +18,7 @@ use crate::encode::{ids_capacity, Encoder};
 use crate::encode_file::{encode_file, Dtype};
 use crate::error::Error;
 use crate::progress::{Phase, Progress};
-use crate::train::{thread_pool, train_file, TrainOptions};
+use crate::train::{thread_pool, train_files, TrainOptions};
 
 /// Converts an engine error into the Python exception a user expects.
 fn to_py_err(e: Error) -> PyErr {
@@ -172,19 +172,22 @@ fn pretokenize(py: Python<'_>, text: &str) -> PyResult<Vec<String>> {
 type Vocab<'py> = Vec<Bound<'py, PyBytes>>;
 type Merges<'py> = Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>;
 
-/// Trains on a file; returns (vocab as a list of bytes indexed by id, merges as a list of pairs, the
-/// number of distinct pre-tokens).
+/// What training found about its text: (distinct pre-tokens, bytes, tokens it encodes to or None).
+type TrainStats = (usize, u64, Option<u64>);
+
+/// Trains on files, each its own document; returns (vocab as a list of bytes indexed by id, merges as a
+/// list of pairs, [`TrainStats`]).
 #[pyfunction]
-#[pyo3(signature = (input_path, vocab_size, special_tokens, num_threads=None, chunk_size=None, progress=None))]
+#[pyo3(signature = (input_paths, vocab_size, special_tokens, num_threads=None, chunk_size=None, progress=None))]
 fn train_bpe<'py>(
     py: Python<'py>,
-    input_path: PathBuf,
+    input_paths: Vec<PathBuf>,
     vocab_size: usize,
     special_tokens: Vec<String>,
     num_threads: Option<usize>,
     chunk_size: Option<usize>,
     progress: Option<Py<PyAny>>,
-) -> PyResult<(Vocab<'py>, Merges<'py>, usize)> {
+) -> PyResult<(Vocab<'py>, Merges<'py>, TrainStats)> {
     let mut options = TrainOptions::new(vocab_size);
     options.special_tokens = special_tokens;
     options.num_threads = num_threads;
@@ -193,7 +196,7 @@ fn train_bpe<'py>(
     }
     let progress = PyProgress::new(progress);
     let trained = run_interruptible(py, &progress, || {
-        train_file(&input_path, &options, &progress).map_err(|e| progress.error(e))
+        train_files(&input_paths, &options, &progress).map_err(|e| progress.error(e))
     })?;
     let vocab: Vocab<'py> = trained.vocab.iter().map(|t| PyBytes::new(py, t)).collect();
     let merges = trained
@@ -201,7 +204,8 @@ fn train_bpe<'py>(
         .iter()
         .map(|&(a, b)| (vocab[a as usize].clone(), vocab[b as usize].clone()))
         .collect();
-    Ok((vocab, merges, trained.pretokens))
+    let stats = (trained.pretokens, trained.bytes, trained.tokens);
+    Ok((vocab, merges, stats))
 }
 
 /// The UTF-8 of `text`: in place when it is ASCII (CPython stores ASCII as is), else converted into

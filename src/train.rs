@@ -19,10 +19,12 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::count::{count_file, PreTokenCounts};
+use crate::count::{count_files, PreTokenCounts};
+use crate::encode::Encoder;
 use crate::error::{Error, Result};
 use crate::progress::{Phase, Progress};
 use crate::queue::{Candidate, MergeQueue, Pair};
+use crate::scratch::{CacheCap, Scratch};
 use crate::special::SpecialTokens;
 
 /// How often the merge loop reports progress, and so how soon it stops when asked to: by time, since
@@ -35,7 +37,8 @@ const REPORT_EVERY: Duration = Duration::from_millis(50);
 pub struct TrainOptions {
     /// The size of the final vocabulary: 256 bytes, the merges, and the special tokens.
     pub vocab_size: usize,
-    /// Tokens that split the text and are never merged; they get the last ids.
+    /// Tokens that split the text and are never merged; they get the last ids, but for a token of one
+    /// byte, which keeps that byte's id.
     pub special_tokens: Vec<String>,
     /// Threads for reading and counting; `None` uses every core.
     pub num_threads: Option<usize>,
@@ -56,12 +59,18 @@ impl TrainOptions {
 
 /// A trained vocabulary. Ids 0–255 are the bytes in order, then one id per merge in the order the
 /// merges were made, then the special tokens: the GPT-2 layout, in which an id is its tiktoken rank.
+/// A special token of one byte is not added again: it is that byte's token.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Trained {
     /// The bytes of each id.
     pub vocab: Vec<Vec<u8>>,
     /// How many distinct pre-tokens the text had.
     pub pretokens: usize,
+    /// The bytes of the training text.
+    pub bytes: u64,
+    /// How many tokens the training text encodes to with this vocabulary (None in the odd case where
+    /// two merges made the same bytes, which no encoder can take).
+    pub tokens: Option<u64>,
     /// The merges, as the ids of the two tokens merged; merge `i` created id `256 + i`.
     pub merges: Vec<Pair>,
 }
@@ -84,15 +93,20 @@ struct Words {
     count: Vec<i64>,
 }
 
-/// Trains on the file at `path`.
+/// Trains on the files at `paths`, each its own document (see [`count_files`]).
 ///
 /// Stops early, without error, when no pair is left to merge. Fails on unreadable or non-UTF-8 input,
-/// on a `vocab_size` below `256 + special tokens`, on an empty special token, and when `progress` stops it.
-pub fn train_file(path: &Path, options: &TrainOptions, progress: &dyn Progress) -> Result<Trained> {
+/// on a `vocab_size` below `256 + special tokens` (of more than one byte), on an empty special token,
+/// and when `progress` stops it.
+pub fn train_files<P: AsRef<Path> + Sync>(
+    paths: &[P],
+    options: &TrainOptions,
+    progress: &dyn Progress,
+) -> Result<Trained> {
     let specials = SpecialTokens::new(&options.special_tokens)?;
     let num_merges = num_merges(options.vocab_size, &specials)?;
     let pool = thread_pool(options.num_threads)?;
-    let counts = pool.install(|| count_file(path, &specials, options.chunk_size, progress))?;
+    let counts = pool.install(|| count_files(paths, &specials, options.chunk_size, progress))?;
     train_counts(&counts, num_merges, &specials, progress)
 }
 
@@ -158,17 +172,58 @@ pub fn train_counts(
             last_report = Instant::now();
         }
     }
-    tokens.extend(specials.tokens().iter().map(|t| t.as_bytes().to_vec()));
-    Ok(Trained {
+    tokens.extend(added_specials(specials).map(|t| t.as_bytes().to_vec()));
+    let mut trained = Trained {
         vocab: tokens,
         pretokens: counts.len(),
+        bytes: counts.bytes(),
+        tokens: None,
         merges,
-    })
+    };
+    trained.tokens = encoded_length(counts, &trained, specials);
+    Ok(trained)
+}
+
+/// The special tokens that get an id of their own: all but those of one byte, which are that byte's
+/// token already (a vocabulary holds each byte string once).
+fn added_specials(specials: &SpecialTokens) -> impl Iterator<Item = &String> {
+    specials.tokens().iter().filter(|t| t.len() > 1)
+}
+
+/// The number of tokens the counted text encodes to with `trained`: each distinct pre-token encoded
+/// once, times its count, plus one token per special-token occurrence. Exact, since encoding encodes
+/// each pre-token on its own; None when the vocabulary cannot make an encoder.
+fn encoded_length(
+    counts: &PreTokenCounts,
+    trained: &Trained,
+    specials: &SpecialTokens,
+) -> Option<u64> {
+    let vocab = trained.vocab.iter().enumerate();
+    let vocab = vocab.map(|(id, t)| (id as u32, t.clone())).collect();
+    let merges: Vec<(Vec<u8>, Vec<u8>)> = trained
+        .merges
+        .iter()
+        .map(|&(a, b)| {
+            let token = |id: u32| trained.vocab[id as usize].clone();
+            (token(a), token(b))
+        })
+        .collect();
+    let encoder = Encoder::new(vocab, &merges, specials.tokens()).ok()?;
+    let mut tokens = counts.special_occurrences();
+    let mut ids = Vec::new();
+    // Each piece comes once: small caches, which would not be hit.
+    let mut scratch = Scratch::for_text(0, CacheCap::STREAM);
+    counts.for_each(|piece, count| {
+        ids.clear();
+        encoder.encode_pretoken(piece, &mut ids, &mut scratch);
+        tokens += count * ids.len() as u64;
+    });
+    Some(tokens)
 }
 
 /// The number of merges that fills `vocab_size` after the bytes and the special tokens.
 pub fn num_merges(vocab_size: usize, specials: &SpecialTokens) -> Result<usize> {
-    let minimum = 256 + specials.tokens().len();
+    let minimum = 256 + added_specials(specials).count();
     vocab_size.checked_sub(minimum).ok_or(Error::VocabTooSmall {
         vocab_size,
         minimum,
@@ -339,6 +394,25 @@ mod tests {
         assert_eq!(t.vocab.len(), 258);
         assert_eq!(t.vocab[256], b"ab");
         assert_eq!(t.vocab[257], b"<|eot|>");
+    }
+
+    #[test]
+    fn a_special_token_of_one_byte_keeps_its_byte_id_and_is_not_added_again() {
+        // 258 = 256 bytes + "<|eot|>" + one merge: "\n" is byte 10 already and counts once.
+        let t = train("ab\nab\nab", 258, &["\n", "<|eot|>"]);
+        assert_eq!(merge_bytes(&t), ["a|b"]);
+        assert_eq!(t.vocab.len(), 258);
+        assert_eq!(t.vocab[257], b"<|eot|>");
+        assert_eq!(t.vocab.iter().filter(|v| *v == b"\n").count(), 1);
+    }
+
+    #[test]
+    fn bytes_and_tokens_of_the_training_text_come_from_the_counts() {
+        // Pre-tokens "ab" three times and " ab" once, "\n" twice and "<|eot|>" once: 3 + 1 + 2 + 1.
+        let t = train("ab\nab\nab ab<|eot|>", 259, &["\n", "<|eot|>"]);
+        assert_eq!(merge_bytes(&t), ["a|b", " |ab"]);
+        assert_eq!(t.bytes, 18);
+        assert_eq!(t.tokens, Some(7));
     }
 
     #[test]

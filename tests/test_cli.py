@@ -92,12 +92,9 @@ def test_train_without_input_uses_the_standard_library(tmp_path: Path) -> None:
     assert b"self" in {tok.vocab[i] for i in tok.encode("self")}  # it has seen Python
 
 
-def test_default_corpus_holds_the_standard_library(tmp_path: Path) -> None:
-    path = tmp_path / "stdlib.txt"
-    files = cli.write_default_corpus(str(path), SPECIAL)
-    text = path.read_text(encoding="utf-8")
-    assert files > 500 and text.count(SPECIAL) == files - 1
-    assert '"""Heap queue algorithm' in text  # heapq.py
+def test_default_corpus_holds_the_standard_library() -> None:
+    files = cli.default_corpus_files()
+    assert len(files) > 500 and any(f.endswith(os.sep + "heapq.py") for f in files)
 
 
 def test_progress_bars_appear_on_a_terminal_only(tmp_path: Path, corpus: Path) -> None:
@@ -108,7 +105,7 @@ def test_progress_bars_appear_on_a_terminal_only(tmp_path: Path, corpus: Path) -
     drawn = os.read(leader, 1 << 16).decode()
     os.close(leader)
     assert result.returncode == 0
-    assert "pre-tokenizing" in drawn and "merging" in drawn and "encoding" in drawn
+    assert "pre-tokenizing" in drawn and "merging" in drawn
     assert run(*args).stderr == ""
 
 

@@ -6,13 +6,13 @@ UNICODE_VERSION: str  # of the scanner's character classes (src/unicode_tables.r
 
 def pretokenize(text: str) -> list[str]: ...
 def train_bpe(
-    input_path: str,
+    input_paths: list[str],
     vocab_size: int,
     special_tokens: list[str],
     num_threads: int | None = None,
     chunk_size: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-) -> tuple[list[bytes], list[tuple[bytes, bytes]], int]: ...
+) -> tuple[list[bytes], list[tuple[bytes, bytes]], tuple[int, int, int | None]]: ...
 
 class Encoder:
     def __init__(

@@ -3,7 +3,8 @@
 A tokenizer lives in a folder DIR: ``vocab.json`` and ``merges.txt`` (GPT-2's format) and
 ``special_tokens.json``, as :meth:`bytepair.Tokenizer.save` writes and ``from_dir`` reads. Progress bars
 go to stderr only when it is a terminal. Every error is one line ``bytepair: error: ...`` on stderr and
-exit status 1 (2 for bad usage, 130 for Ctrl-C).
+exit status 1 (2 for bad usage, 130 for Ctrl-C, 143 for SIGTERM, which cleans up as Ctrl-C does: no
+temporary file is left behind).
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import argparse
 import codecs
 import os
 import resource
+import signal
 import sys
 import sysconfig
-import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 from . import Tokenizer, train_bpe
 from ._progress import ProgressBar
@@ -54,51 +56,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _copy_checking_utf8(path: str, out: BinaryIO) -> None:
-    """Appends file ``path`` to ``out``, raising ValueError at its first byte that is not UTF-8."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    position = 0
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(_COPY_BLOCK)
-            pending = len(decoder.getstate()[0])
-            try:
-                decoder.decode(block, final=not block)
-            except UnicodeDecodeError as e:
-                raise ValueError(
-                    f"{path}: invalid UTF-8 at byte offset {position - pending + e.start}"
-                ) from None
-            if not block:
-                return
-            out.write(block)
-            position += len(block)
-
-
-def concatenate(paths: Sequence[str], separator: str, dest: str) -> None:
-    """Writes the files ``paths`` to ``dest`` as one text, ``separator`` between them."""
-    with open(dest, "wb") as out:
-        for i, path in enumerate(paths):
-            if i:
-                out.write(separator.encode("utf-8"))
-            _copy_checking_utf8(path, out)
-
-
-def write_default_corpus(dest: str, separator: str) -> int:
-    """Writes the standard library's ``.py`` files (UTF-8 ones, sorted by path, ``separator`` between
-    them) to ``dest`` and returns how many: a corpus every machine with Python has."""
+def default_corpus_files() -> list[str]:
+    """The standard library's ``.py`` files that are UTF-8 (a few test files are Latin-1 on purpose),
+    sorted by path: a corpus every machine with Python has."""
     root = Path(sysconfig.get_paths()["stdlib"])
-    count = 0
-    with open(dest, "w", encoding="utf-8") as out:
-        for path in sorted(root.rglob("*.py")):
-            if {"site-packages", "dist-packages"} & set(path.relative_to(root).parts):
-                continue
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue  # a few test files are Latin-1 on purpose
-            out.write((separator if count else "") + text)
-            count += 1
-    return count
+    files = []
+    for path in sorted(root.rglob("*.py")):
+        if {"site-packages", "dist-packages"} & set(path.relative_to(root).parts):
+            continue
+        try:
+            path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        files.append(str(path))
+    return files
 
 
 class _PhaseClock:
@@ -120,61 +91,48 @@ def _peak_memory_mb() -> float:
 def _train(args: argparse.Namespace) -> None:
     specials = list(dict.fromkeys(args.special_token))
     vocab_size = args.vocab_size
-    with tempfile.TemporaryDirectory(prefix="bytepair-") as tmp:
-        if not args.input:
-            specials = specials or [DEFAULT_SPECIAL_TOKEN]
-            vocab_size = DEFAULT_CORPUS_VOCAB_SIZE if vocab_size is None else vocab_size
-            path = os.path.join(tmp, "stdlib.txt")
-            files = write_default_corpus(path, specials[0])
-            source = f"the Python standard library ({files:,} .py files, {specials[0]} between them)"
-        elif vocab_size is None:
-            raise ValueError("--vocab-size is required with INPUT files")
-        elif len(args.input) == 1:
-            path = source = args.input[0]
-        else:
-            path = os.path.join(tmp, "inputs.txt")
-            concatenate(args.input, specials[0] if specials else "\n", path)
-            source = f"{len(args.input)} files"
-        os.makedirs(args.out, exist_ok=True)  # fail before training, not after
-        size = os.path.getsize(path)
-        start = time.monotonic()
-        with ProgressBar() as bar:
-            clock = _PhaseClock(bar)
-            stats: dict[str, Any] = {}
-            vocab, merges = train_bpe(
-                path, vocab_size, specials, num_threads=args.threads, progress=clock, stats=stats
-            )
-            trained = time.monotonic()
-            tok = Tokenizer(vocab, merges, specials)
-            tok.save(args.out)
-            tokens = tok.encode_file(
-                path, os.path.join(tmp, "ids.npy"), num_threads=args.threads, progress=bar
-            )
-        encoded = time.monotonic()
+    if not args.input:
+        specials = specials or [DEFAULT_SPECIAL_TOKEN]
+        vocab_size = DEFAULT_CORPUS_VOCAB_SIZE if vocab_size is None else vocab_size
+        paths = default_corpus_files()
+        source = f"the Python standard library ({len(paths):,} .py files, each its own document)"
+    elif vocab_size is None:
+        raise ValueError("--vocab-size is required with INPUT files")
+    else:
+        paths = args.input
+        source = paths[0] if len(paths) == 1 else f"{len(paths)} files"
+    os.makedirs(args.out, exist_ok=True)  # fail before training, not after
+    start = time.monotonic()
+    stats: dict[str, Any] = {}
+    with ProgressBar() as bar:
+        clock = _PhaseClock(bar)
+        vocab, merges = train_bpe(
+            paths, vocab_size, specials, num_threads=args.threads, progress=clock, stats=stats
+        )
+    trained = time.monotonic()
+    Tokenizer(vocab, merges, specials).save(args.out)
+    size, tokens = stats["bytes"], stats["tokens"]
     counted = clock.last.get("count", trained)
     print(f"trained on {source}: {size / 1e6:,.1f} MB, {stats['distinct_pretokens']:,} distinct pre-tokens")
     count_seconds = max(counted - start, 1e-9)
     print(f"  pre-tokenizing and counting {count_seconds:8.2f} s  ({size / 1e6 / count_seconds:,.0f} MB/s)")
     print(f"  merging                     {trained - counted:8.2f} s  ({len(merges):,} merges)")
-    print(f"  encoding it again           {encoded - trained:8.2f} s  (for the compression ratio)")
     print(f"peak memory {_peak_memory_mb():,.0f} MB")
     print(f"vocab {len(vocab):,}: 256 bytes, {len(merges):,} merges, special tokens {specials}")
     print("longest tokens: " + ", ".join(describe_token(t) for t in longest_tokens(vocab, specials, 5)))
-    print(
-        f"compression on the training text: {size / max(tokens, 1):.2f} bytes per token ({tokens:,} tokens)"
-    )
+    if tokens is not None:
+        ratio = size / max(tokens, 1)
+        print(f"compression on the training text: {ratio:.2f} bytes per token ({tokens:,} tokens)")
     print(f"wrote {args.out}/ (vocab.json, merges.txt, special_tokens.json)")
 
 
 def _encode(args: argparse.Namespace) -> None:
-    import numpy as np
-
     tok = Tokenizer.from_dir(args.dir)
     size = os.path.getsize(args.input)
     start = time.monotonic()
     tokens = tok.encode_file(args.input, args.output, num_threads=args.threads, progress=True)
     seconds = max(time.monotonic() - start, 1e-9)
-    dtype = np.load(args.output, mmap_mode="r").dtype
+    dtype = "uint16" if tok.vocab_size <= 1 << 16 else "uint32"  # encode_file's choice
     print(
         f"encoded {args.input}: {size / 1e6:,.1f} MB into {tokens:,} tokens in {seconds:.2f} s "
         f"({size / 1e6 / seconds:,.1f} MB/s), {size / max(tokens, 1):.2f} bytes per token"
@@ -310,10 +268,10 @@ def _parser() -> argparse.ArgumentParser:
     train = command(
         _train,
         "train a tokenizer on UTF-8 text files",
-        "Trains a vocabulary of --vocab-size tokens on INPUT files (several are joined with the first "
-        "special token between them, or a newline without one), writes DIR, and prints a summary. With no "
-        "INPUT it trains on the Python standard library's own .py files, with <|endoftext|> between them "
-        f"and --vocab-size {DEFAULT_CORPUS_VOCAB_SIZE} unless given.",
+        "Trains a vocabulary of --vocab-size tokens on INPUT files (each its own document: no token spans "
+        "two files), writes DIR, and prints a summary. With no INPUT it trains on the Python standard "
+        "library's own .py files, with special token <|endoftext|> unless one is given and --vocab-size "
+        f"{DEFAULT_CORPUS_VOCAB_SIZE} unless given.",
         "  bytepair train corpus.txt --vocab-size 10000 --special-token '<|endoftext|>' --out tok",
         "  bytepair train --out stdlib-tok",
     )
@@ -400,19 +358,38 @@ def _error_message(e: BaseException) -> str:
     return str(e)
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (from ``timeout``, ``kill``), raised in the main thread as Ctrl-C is, so that the engine
+    stops at its next check and ``finally`` blocks remove temporary files, instead of the process dying
+    with them on disk."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line with ``argv`` (default: ``sys.argv[1:]``) and returns the exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
+    # Signal handlers can only be set from the main thread (a test may call main from another).
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
         args.run(args)
-    except (OSError, ValueError, TypeError, OverflowError) as e:
+    except (OSError, ValueError, TypeError, OverflowError, RuntimeError, MemoryError) as e:
         if isinstance(e, BrokenPipeError):  # `bytepair decode ... | head`: the reader has enough
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
         print(f"bytepair: error: {_error_message(e)}", file=sys.stderr)
         return 1
+    except _Terminated:
+        print("bytepair: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("bytepair: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     return 0

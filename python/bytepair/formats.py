@@ -13,14 +13,17 @@ even invalid UTF-8 or one holding a space or a newline, is a short printable str
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import json
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Iterable, Mapping
 from typing import Union
 
-PathLike = Union[str, "os.PathLike[str]"]
+PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 __all__ = ["bytes_to_unicode", "load_bpe", "save_bpe"]
 
@@ -65,20 +68,81 @@ def _decode_token(text: str, where: str) -> bytes:
         raise ValueError(f"{where}: {e.args[0]!r} is not a character of the GPT-2 byte table") from None
 
 
+def _path(path: PathLike, what: str = "path") -> str:
+    """``path`` as a str: a str, an ``os.PathLike``, or bytes (decoded as the file system does, like
+    ``os.fsdecode``, so that any file name works)."""
+    try:
+        return os.fsdecode(path)
+    except TypeError:
+        raise TypeError(
+            f"{what} must be a path (str, bytes or os.PathLike), not {type(path).__name__}"
+        ) from None
+
+
+def _naming(e: OSError, name: str) -> OSError:
+    """``e`` about the file ``name`` (the path the caller gave) instead of a temporary file."""
+    if e.errno is None:
+        return OSError(f"{name}: {e}")
+    return OSError(e.errno, e.strerror, name)  # OSError picks the subclass (FileNotFoundError, ...)
+
+
+def _create_temp(folder: str, mode: int | None) -> tuple[int, str]:
+    """A new file in ``folder`` with a short name unique to this call (random, created with O_EXCL), and
+    mode ``mode`` or, when None, the usual mode under the umask; returns its descriptor and path."""
+    while True:
+        tmp = os.path.join(folder, f".bp-{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        if mode is not None:
+            try:
+                os.fchmod(fd, mode)
+            except BaseException:
+                os.close(fd)
+                os.unlink(tmp)
+                raise
+        return fd, tmp
+
+
 def _write_atomically(path: PathLike, text: str) -> None:
-    """Writes ``text`` to ``path`` through a temporary file in the same folder and a rename, so that the
-    file is either the old one or the whole new one, never a partial write."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".bytepair-", suffix=".tmp")
+    """Writes ``text`` (UTF-8) to the file ``path``, losing nothing whatever happens.
+
+    A regular file, or a new one, is written through a temporary file beside it and a rename, so that it
+    is either the old file or the whole new one, never a partial write; a replaced file keeps its mode,
+    a new one gets the usual mode under the umask, and a symbolic link stays a link (its target is
+    replaced). A device or a pipe (``/dev/null``, ``/dev/stdout``, a FIFO) is written directly, as a
+    shell redirection would: a rename would replace the device node itself. A directory, or a path
+    ending in a slash, raises IsADirectoryError. Errors name ``path``, never the temporary file.
+    """
+    name = _path(path)
+    if name.endswith(("/", os.sep)) or os.path.isdir(name):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
+    try:
+        existing = os.stat(name)
+    except FileNotFoundError:
+        existing = None
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        with open(name, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        return
+    target = os.path.realpath(name) if existing is not None else name
+    mode = stat.S_IMODE(existing.st_mode) if existing is not None else None
+    try:
+        fd, tmp = _create_temp(os.path.dirname(target) or ".", mode)
+    except OSError as e:
+        raise _naming(e, name) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
+        os.replace(tmp, target)
+    except BaseException as e:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise _naming(e, name) from None
         raise
 
 
@@ -136,7 +200,7 @@ def load_bpe(
     >>> load_bpe(v, m)
     ({0: b'a', 1: b'b', 2: b'ab'}, [(b'a', b'b')])
     """
-    vocab_name, merges_name = os.fspath(vocab_path), os.fspath(merges_path)
+    vocab_name, merges_name = _path(vocab_path, "vocab_path"), _path(merges_path, "merges_path")
     with open(vocab_name, encoding="utf-8") as f:
         try:
             raw = json.load(f)

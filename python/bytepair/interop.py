@@ -21,13 +21,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 from collections.abc import Mapping, Sequence
-from typing import Union
 
-from .formats import _decode_token, _encode_token, _write_atomically
+from .formats import PathLike, _decode_token, _encode_token, _path, _write_atomically
 
-PathLike = Union[str, "os.PathLike[str]"]
 Vocab = Mapping[int, bytes]
 Merges = Sequence[tuple[bytes, bytes]]
 
@@ -101,7 +98,7 @@ def load_hf(path: PathLike) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]
     >>> vocab[256], merges, specials
     (b'hi', [(b'h', b'i')], [])
     """
-    name = os.fspath(path)
+    name = _path(path)
     with open(name, encoding="utf-8") as f:
         try:
             document = json.load(f)
@@ -177,7 +174,7 @@ def load_tiktoken(path: PathLike) -> dict[int, bytes]:
     >>> load_tiktoken(path)
     {0: b'h', 1: b'i', 2: b'hi'}
     """
-    name = os.fspath(path)
+    name = _path(path)
     with open(name, "rb") as f:
         lines = f.read().splitlines()
     ranks: dict[int, bytes] = {}

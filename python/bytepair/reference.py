@@ -81,12 +81,13 @@ def train_bpe(
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Trains on a UTF-8 file; same contract and ids as :func:`bytepair.train_bpe`."""
     specials = list(dict.fromkeys(special_tokens or []))
+    added = [t for t in specials if len(t.encode("utf-8")) > 1]  # a token of one byte has its id already
     # newline="": the text exactly as in the file (text mode would turn "\r\n" and "\r" into "\n").
     with open(input_path, encoding="utf-8", newline="") as f:
         words = count_pretokens(f.read(), specials)
     vocab = {i: bytes([i]) for i in range(256)}
     merges: list[tuple[bytes, bytes]] = []
-    while len(vocab) + len(specials) < vocab_size:
+    while len(vocab) + len(added) < vocab_size:
         pair_counts: Counter[tuple[bytes, bytes]] = Counter()
         for word, count in words.items():
             for pair in zip(word, word[1:]):
@@ -101,6 +102,6 @@ def train_bpe(
         for word, count in words.items():
             merged[merge_word(word, best)] += count
         words = merged
-    for token in specials:
+    for token in added:
         vocab[len(vocab)] = token.encode("utf-8")
     return vocab, merges

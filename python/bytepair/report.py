@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .formats import PathLike, _path, _write_atomically
 from .tokenizer import Tokenizer
 
 __all__ = ["CorpusResult", "describe_token", "length_histogram", "longest_tokens", "measure", "write_report"]
@@ -329,12 +330,26 @@ def _render_html(tokenizers: Mapping[str, Tokenizer], results: Sequence[CorpusRe
 def write_report(
     tokenizers: Mapping[str, Tokenizer],
     corpora: Sequence[str],
-    output: str,
+    output: PathLike,
     num_threads: int | None = None,
     progress: bool | Callable[[str, int, int], None] = False,
 ) -> list[CorpusResult]:
     """Encodes every corpus with every tokenizer (at most two, named by the keys) and writes the HTML
-    report to ``output``; returns the measurements, corpus by corpus."""
+    report to ``output``; returns the measurements, corpus by corpus.
+
+    ``output`` is written as :meth:`Tokenizer.save` writes files: whole or not at all, a device such as
+    ``/dev/stdout`` directly. An output that is one of the corpora raises ValueError before any work.
+    """
+    output = _path(output, "output")
+    for corpus in corpora:
+        try:
+            same = os.path.samefile(output, corpus)
+        except OSError:  # either does not exist: a missing corpus is reported when it is read
+            continue
+        if same:
+            raise ValueError(
+                f"{output}: the output is the corpus {corpus}; writing it would destroy the corpus"
+            )
     names = [os.path.basename(c) for c in corpora]
     labels = names if len(set(names)) == len(names) else list(corpora)  # the paths tell a/x.txt from b/x.txt
     results = [
@@ -342,7 +357,5 @@ def write_report(
         for corpus, label in zip(corpora, labels)
         for name, tok in tokenizers.items()
     ]
-    page = _render_html(tokenizers, results)
-    with open(output, "w", encoding="utf-8") as f:
-        f.write(page)
+    _write_atomically(output, _render_html(tokenizers, results))
     return results

@@ -6,13 +6,11 @@ import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 from . import _core, interop
 from ._progress import ProgressBar
-from .formats import _write_atomically, load_bpe, save_bpe
-
-PathLike = Union[str, "os.PathLike[str]"]
+from .formats import PathLike, _path, _write_atomically, load_bpe, save_bpe
 
 __all__ = ["Tokenizer"]
 
@@ -46,7 +44,8 @@ class Tokenizer:
         special_tokens: Iterable[str] | None = None,
     ) -> None:
         """Builds a tokenizer from ``vocab`` (id -> bytes), ``merges`` in order of creation, and
-        ``special_tokens``; a special token missing from ``vocab`` is added with the next id.
+        ``special_tokens``; a special token missing from ``vocab`` is added with the next id, one already
+        in it (such as a token of one byte, ``"\\n"``) keeps its id. Text is split at every special token.
 
         Raises ValueError for a vocabulary that cannot encode: two ids with the same bytes, a byte
         value with no id, or a merge whose parts or result are not in the vocabulary.
@@ -102,7 +101,7 @@ class Tokenizer:
         >>> Tokenizer.from_dir(d)
         Tokenizer(vocab_size=257, merges=0, special_tokens=['<|endoftext|>'])
         """
-        folder = os.fspath(folder)
+        folder = _path(folder, "folder")
         if not os.path.isfile(os.path.join(folder, "vocab.json")):
             raise FileNotFoundError(f"{folder}: not a tokenizer folder (no vocab.json)")
         specials_path = os.path.join(folder, "special_tokens.json")
@@ -122,7 +121,7 @@ class Tokenizer:
     def save(self, folder: PathLike) -> None:
         """Writes ``vocab.json``, ``merges.txt`` and ``special_tokens.json`` into ``folder`` (created if
         missing), for :meth:`from_dir` and the ``bytepair`` commands."""
-        folder = os.fspath(folder)
+        folder = _path(folder, "folder")
         os.makedirs(folder, exist_ok=True)
         save_bpe(
             self._vocab, self._merges, os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")
@@ -193,6 +192,9 @@ class Tokenizer:
         >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).encode_batch(["a", "bc"])
         [[97], [98, 99]]
         """
+        if isinstance(texts, (str, bytes, bytearray)):
+            kind = type(texts).__name__
+            raise TypeError(f"encode_batch takes a list of str, not a single {kind}; use encode for one text")
         texts = list(texts)
         for t in texts:
             if not isinstance(t, str):
@@ -241,17 +243,29 @@ class Tokenizer:
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD.
 
-        Raises ValueError for an id with no token.
+        ``ids`` holds ints: Python ints, NumPy integers, or a NumPy integer array. Anything else, a
+        float even if whole (``995.0``) or a str of digits among them, raises TypeError rather than being
+        made an int; bools are ints in Python and count as 0 and 1. Raises ValueError for an id with no
+        token.
 
         >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
         >>> tok.decode([104, 105, 0xE2, 0x82])
         'hi\\ufffd'
+        >>> tok.decode([104.0])
+        Traceback (most recent call last):
+        TypeError: decode takes integer ids: 'float' object cannot be interpreted as an integer
         """
+        if isinstance(ids, (str, bytes, bytearray)):
+            raise TypeError(f"decode takes a sequence of integer ids, not {type(ids).__name__}")
+        # A NumPy array (or array.array) converts to Python numbers in C; its floats are refused below.
+        ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
         try:
-            ids = [int(i) for i in ids]
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"decode takes an iterable of ints: {e}") from None
-        return self._encoder.decode_bytes(ids).decode("utf-8", errors="replace")
+            # The engine takes each id through __index__, as Python's own indexing does: ints and NumPy
+            # integers pass, floats and strs fail.
+            data = self._encoder.decode_bytes(ids)
+        except TypeError as e:
+            raise TypeError(f"decode takes integer ids: {e}") from None
+        return data.decode("utf-8", errors="replace")
 
     def encode_file(
         self,
@@ -291,7 +305,7 @@ class Tokenizer:
             bits = dtype.itemsize * 8
         if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
             raise ValueError(f"num_threads must be a positive int or None, not {num_threads!r}")
-        args = (os.fspath(input_path), os.fspath(output_path), bits, num_threads, None)
+        args = (_path(input_path, "input_path"), _path(output_path, "output_path"), bits, num_threads, None)
         if progress is True:
             with ProgressBar() as bar:
                 return self._encoder.encode_file(*args, bar)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterable
-from typing import Any, Union
+from collections.abc import Callable, Iterable, MutableMapping
+from typing import Any
 
 from . import _core
 from ._progress import ProgressBar
+from .formats import PathLike, _path
 
-PathLike = Union[str, "os.PathLike[str]"]
 ProgressCallback = Callable[[str, int, int], None]
 
 __all__ = ["train_bpe"]
@@ -29,8 +29,25 @@ def _check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
     return list(dict.fromkeys(tokens))
 
 
+def _input_paths(input_path: PathLike | Iterable[PathLike]) -> list[str]:
+    if isinstance(input_path, (str, bytes, os.PathLike)):
+        return [_path(input_path, "input_path")]
+    try:
+        paths = [_path(p, "input_path") for p in input_path]
+    except TypeError:
+        if not isinstance(input_path, Iterable):
+            raise TypeError(
+                "input_path must be a path (str, bytes or os.PathLike) or a list of paths, "
+                f"not {type(input_path).__name__}"
+            ) from None
+        raise
+    if not paths:
+        raise ValueError("input_path is an empty list: give at least one file to train on")
+    return paths
+
+
 def train_bpe(
-    input_path: PathLike,
+    input_path: PathLike | Iterable[PathLike],
     vocab_size: int,
     special_tokens: Iterable[str] | None = None,
     *,
@@ -39,7 +56,7 @@ def train_bpe(
     stats: dict[str, Any] | None = None,
     _chunk_size: int | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """Trains a byte-level BPE tokenizer on the UTF-8 text file ``input_path``.
+    """Trains a byte-level BPE tokenizer on the UTF-8 text file ``input_path``, or on several.
 
     The text is split at the special tokens (longest first where they overlap), each part is split into
     GPT-2 pre-tokens, and merges are chosen one at a time: the most frequent adjacent pair of tokens
@@ -47,16 +64,23 @@ def train_bpe(
     what the CS336 reference does (:mod:`bytepair.reference` is the same algorithm in plain Python).
 
     Args:
-        input_path: a UTF-8 text file, read in bounded pieces on ``num_threads`` threads.
+        input_path: a UTF-8 text file (a path: str, bytes or ``os.PathLike``), or a list of them, each
+            its own document: no pre-token or pair spans two files, exactly as if they were joined by a
+            special token. Read in bounded pieces on ``num_threads`` threads; a pipe works too.
         vocab_size: the size of the result, counting the 256 bytes and the special tokens. Training
             stops early, without error, when no pair is left to merge.
         special_tokens: tokens such as ``"<|endoftext|>"``: they split documents, are never merged,
-            and are added to the vocabulary once each (duplicates are dropped).
+            and are added to the vocabulary once each (duplicates are dropped). A token of one byte
+            (``"\\n"``) is that byte's token already: it keeps the byte's id, is not added again and so
+            counts once in ``vocab_size`` (one more merge fits), and the text is still split at it.
         num_threads: threads for reading and counting; every core when None.
         progress: True for a progress bar on stderr (when it is a terminal), or a callable
             ``progress(phase, done, total)`` with phase ``"count"`` (bytes) or ``"merge"`` (merges).
         stats: a dict to fill with facts about the training text: ``"distinct_pretokens"``, the number of
-            distinct pre-tokens it had.
+            distinct pre-tokens it had; ``"bytes"``, its size in bytes; ``"tokens"``, the number of
+            tokens it encodes to with the result (``len(Tokenizer(vocab, merges, special_tokens).encode(
+            text))``, exactly, computed from the counts without encoding the text again; None in the odd
+            case where two merges made the same bytes, which no tokenizer can take).
 
     Returns:
         ``(vocab, merges)``: ``vocab`` maps ids 0..len-1 to bytes: the 256 single bytes in byte order,
@@ -64,9 +88,12 @@ def train_bpe(
         merged, in order.
 
     Raises:
-        FileNotFoundError, IsADirectoryError, PermissionError: the input cannot be read.
-        ValueError: the input is not UTF-8 (the message gives the byte offset), ``vocab_size`` is below
-            256 + the number of special tokens, or a special token is empty.
+        FileNotFoundError, IsADirectoryError, PermissionError: an input cannot be read (checked for
+            every file before training starts).
+        ValueError: the input is not UTF-8 (the message gives the file and byte offset), ``vocab_size``
+            is below 256 + the number of special tokens (of more than one byte), a special token is
+            empty, or ``input_path`` is an empty list.
+        TypeError: an argument of the wrong type (``stats`` not a dict), before any work.
         KeyboardInterrupt: Ctrl-C, which stops training promptly.
 
     >>> import tempfile
@@ -77,27 +104,34 @@ def train_bpe(
     [(b'o', b'w'), (b'l', b'ow')]
     >>> vocab[256], vocab[257], vocab[258]
     (b'ow', b'low', b'<|endoftext|>')
+    >>> stats = {}
+    >>> _ = train_bpe([f.name, f.name], 259, ["<|endoftext|>"], stats=stats)  # two documents
+    >>> stats
+    {'distinct_pretokens': 3, 'bytes': 64, 'tokens': 24}
     """
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
         raise TypeError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
     specials = _check_special_tokens(special_tokens)
-    if vocab_size < 256 + len(specials):
+    added = [t for t in specials if len(t.encode("utf-8")) > 1]  # one byte: that byte's token already
+    if vocab_size < 256 + len(added):
         raise ValueError(
             f"vocab_size {vocab_size} is too small: the 256 byte tokens and the special tokens need at least "
-            f"{256 + len(specials)}"
+            f"{256 + len(added)}"
         )
     if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
         raise ValueError(f"num_threads must be a positive int or None, not {num_threads!r}")
     if _chunk_size is not None and _chunk_size < 1:
         raise ValueError("_chunk_size must be positive")
-    path = os.fspath(input_path)
+    if stats is not None and not isinstance(stats, MutableMapping):
+        raise TypeError(f"stats must be a dict or None, not {type(stats).__name__}")
+    paths = _input_paths(input_path)
     # Training stops when no pair is left, long before any vocab_size beyond sys.maxsize.
     vocab_size = min(vocab_size, sys.maxsize)
     with ProgressBar() if progress is True else contextlib.nullcontext() as bar:
         callback = bar if progress is True else progress if callable(progress) else None
-        vocab, merges, pretokens = _core.train_bpe(
-            path, vocab_size, specials, num_threads, _chunk_size, callback
+        vocab, merges, (pretokens, size, tokens) = _core.train_bpe(
+            paths, vocab_size, specials, num_threads, _chunk_size, callback
         )
     if stats is not None:
-        stats["distinct_pretokens"] = pretokens
+        stats.update(distinct_pretokens=pretokens, bytes=size, tokens=tokens)
     return dict(enumerate(vocab)), merges
