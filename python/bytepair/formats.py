@@ -154,6 +154,12 @@ def save_bpe(
 ) -> None:
     """Writes ``vocab`` and ``merges`` as GPT-2 ``vocab.json`` and ``merges.txt``, each atomically.
 
+    Each file is written through a uniquely named temporary file and a rename, so it is the old file or
+    the whole new one; a new file gets the usual mode under the umask, a replaced one keeps its mode, a
+    symbolic link stays a link. A device or a pipe (``/dev/stdout``) is written directly; a directory
+    raises IsADirectoryError. Errors name the path given. (``to_hf``, ``to_tiktoken`` and
+    ``Tokenizer.save`` write the same way.)
+
     Raises ValueError if two ids share the same bytes (``vocab.json`` maps bytes to ids, so it cannot
     hold both) or a merge is not a pair of bytes.
 

@@ -120,7 +120,8 @@ class Tokenizer:
 
     def save(self, folder: PathLike) -> None:
         """Writes ``vocab.json``, ``merges.txt`` and ``special_tokens.json`` into ``folder`` (created if
-        missing), for :meth:`from_dir` and the ``bytepair`` commands."""
+        missing), for :meth:`from_dir` and the ``bytepair`` commands; each file whole or not at all, as
+        :func:`bytepair.save_bpe` writes."""
         folder = _path(folder, "folder")
         os.makedirs(folder, exist_ok=True)
         save_bpe(
@@ -188,6 +189,7 @@ class Tokenizer:
 
     def encode_batch(self, texts: list[str], num_threads: int | None = None) -> list[list[int]]:
         """The ids of each text, encoded in parallel on ``num_threads`` threads (all cores by default).
+        ``texts`` is a list (or any iterable) of str; a single str or bytes raises TypeError.
 
         >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).encode_batch(["a", "bc"])
         [[97], [98, 99]]
@@ -282,6 +284,13 @@ class Tokenizer:
         ``dtype`` is ``numpy.uint16`` when every id fits (vocab_size <= 65536), else ``numpy.uint32``;
         forcing ``uint16`` with a larger id raises ValueError. The output appears only when complete:
         on any error (missing input, invalid UTF-8, unwritable output, Ctrl-C) no partial file is left.
+        (SIGTERM kills a process outright unless it is made an exception, as ``bytepair encode`` does.)
+
+        The output is written through a uniquely named temporary file beside it and a rename; a replaced
+        file keeps its mode, a symbolic link its target. An output that is the input file (by device and
+        inode) raises ValueError and a directory IsADirectoryError, before anything is written. A device
+        (``/dev/null``) is written directly; a pipe or terminal raises OSError, since the header, written
+        last, needs an output that can seek. Paths may be str, bytes or ``os.PathLike``.
 
         >>> import numpy as np, os, tempfile
         >>> d = tempfile.mkdtemp()
