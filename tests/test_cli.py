@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import os
 import pty
+import select
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +23,30 @@ SPECIAL = "<|endoftext|>"
 TEXT = "the cat sat on the mat<|endoftext|>the hat is flat, isn't it? 42 cats!\n" * 30
 
 
-def run(*args: str, stderr: int = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bytepair", *args], stdout=subprocess.PIPE, stderr=stderr, text=True
+        [sys.executable, "-m", "bytepair", *args], capture_output=True, text=True, timeout=120
     )
+
+
+def read_terminal(leader: int, done: Callable[[str], bool], seconds: float = 60) -> str:
+    """What a pty shows until `done(text)` holds or every writer has closed the other end; fails after
+    `seconds`. Output may arrive in any number of pieces."""
+    deadline = time.monotonic() + seconds
+    shown = b""
+    while not done(shown.decode(errors="replace")):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            pytest.fail(f"the terminal showed only {shown!r} in {seconds} s")
+        if select.select([leader], [], [], left)[0]:
+            try:
+                piece = os.read(leader, 1 << 16)
+            except OSError:  # EIO: the other end is closed
+                piece = b""
+            if not piece:
+                break
+            shown += piece
+    return shown.decode()
 
 
 @pytest.fixture
@@ -100,11 +123,15 @@ def test_default_corpus_holds_the_standard_library() -> None:
 def test_progress_bars_appear_on_a_terminal_only(tmp_path: Path, corpus: Path) -> None:
     leader, follower = pty.openpty()
     args = ["train", str(corpus), "--vocab-size", "270", "--out", str(tmp_path / "tok")]
-    result = run(*args, stderr=follower)
+    command = [sys.executable, "-m", "bytepair", *args]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=follower)
     os.close(follower)
-    drawn = os.read(leader, 1 << 16).decode()
-    os.close(leader)
-    assert result.returncode == 0
+    try:
+        drawn = read_terminal(leader, lambda shown: False)  # all of it, until the command exits
+        assert process.wait(timeout=60) == 0
+    finally:
+        process.kill()
+        os.close(leader)
     assert "pre-tokenizing" in drawn and "merging" in drawn
     assert run(*args).stderr == ""
 
@@ -119,7 +146,9 @@ def test_encode_then_decode(tmp_path: Path, corpus: Path, trained: Path) -> None
     assert f"into {len(expected):,} tokens" in result.stdout and "MB/s" in result.stdout
     assert f"{len(TEXT.encode()) / len(expected):.2f} bytes per token" in result.stdout
     decoded = subprocess.run(
-        [sys.executable, "-m", "bytepair", "decode", str(trained), str(ids_path)], capture_output=True
+        [sys.executable, "-m", "bytepair", "decode", str(trained), str(ids_path)],
+        capture_output=True,
+        timeout=120,
     )
     assert decoded.returncode == 0 and decoded.stdout.decode("utf-8") == TEXT
 
@@ -261,16 +290,16 @@ def test_errors_are_one_line_without_traceback(tmp_path: Path, corpus: Path, tra
 def test_ctrl_c_while_training_exits_130(tmp_path: Path) -> None:
     leader, follower = pty.openpty()
     command = [sys.executable, "-m", "bytepair", "train", "--vocab-size", "50000", "--out", str(tmp_path)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=follower, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=follower)
     os.close(follower)
-    drawn = ""
-    while "pre-tokenizing" not in drawn:  # training has started: the bar is drawn
-        drawn += os.read(leader, 1 << 16).decode()
-    process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=60) == 130
-    while not drawn.endswith("\n") or "bytepair:" not in drawn:
-        drawn += os.read(leader, 1 << 16).decode()
-    os.close(leader)
+    try:
+        read_terminal(leader, lambda shown: "pre-tokenizing" in shown)  # training has started
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+        drawn = read_terminal(leader, lambda shown: False)  # the rest, until the other end closes
+    finally:
+        process.kill()
+        os.close(leader)
     assert drawn.splitlines()[-1] == "bytepair: interrupted" and "Traceback" not in drawn
 
 

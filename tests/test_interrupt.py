@@ -1,10 +1,13 @@
-"""Ctrl-C during a long call: KeyboardInterrupt within a second, no partial output, and the process
-stays usable.
+"""Ctrl-C during a long call: KeyboardInterrupt soon after, no partial output, and the process stays
+usable.
 
 Each case runs in a child process that sends itself SIGINT (exactly what Ctrl-C delivers) 0.2 s into
-the phase under test, and reports how long the call took to raise after the signal. One second is a
-correctness bound, not a benchmark: the binding checks for Ctrl-C every 20 ms and the engine stops at
-its next chunk of a few MB or within 50 ms of merging, which takes milliseconds.
+the phase under test, and reports how long the call took to raise after the signal. The work cannot
+finish first on any machine: reading and encoding take an endless text through a FIFO, and merging
+trains until no pair is left on a million distinct words (millions of merges). The binding checks for
+Ctrl-C every 20 ms and the engine stops at its next chunk of a few MB or within 50 ms of merging: 20-200
+ms measured on a shared 2-core machine. The test allows 5 s, so that a loaded machine does not fail it; a
+call that ignores the signal runs on until the subprocess's timeout.
 """
 
 from __future__ import annotations
@@ -18,13 +21,9 @@ from pathlib import Path
 
 import pytest
 
-# Big enough that neither call can finish before the signal even on a fast machine (both run at well
-# under 1 GB/s), small enough to write in a second or two.
-INPUT_MB = 256
-
 CHILD = textwrap.dedent(
     """
-    import json, os, signal, sys, threading, time
+    import json, os, shutil, signal, sys, tempfile, threading, time
     import bytepair
 
     phase, path, out = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -44,18 +43,36 @@ CHILD = textwrap.dedent(
                     started.append(name)
                     timer.start()
 
+    def feed(fifo):
+        # One paragraph after another until the reader closes the FIFO.
+        paragraph = "The quick brown fox jumps over the lazy dog; it's 1999 again.\\n" * 1000
+        block = (paragraph + "<|endoftext|>").encode()
+        try:
+            with open(fifo, "wb", buffering=0) as f:
+                while True:
+                    f.write(block)
+        except BrokenPipeError:
+            pass
+
+    fifo_dir = tempfile.mkdtemp()
+    if phase != "merge":
+        path = os.path.join(fifo_dir, "endless.txt")
+        os.mkfifo(path)
+        threading.Thread(target=feed, args=(path,), daemon=True).start()
+
     started, lock = [], threading.Lock()
     timer = threading.Timer(0.2, interrupt)
     start = time.monotonic()
     try:
-        # Two threads, so that no machine is fast enough to finish before the signal.
         if phase == "encode":
             tok.encode_file(path, out, num_threads=2, progress=progress)
         else:
-            bytepair.train_bpe(path, 20_000, ["<|endoftext|>"], num_threads=2, progress=progress)
+            # As many merges as there are pairs: merging goes on until no pair is left.
+            bytepair.train_bpe(path, 10**9, ["<|endoftext|>"], num_threads=2, progress=progress)
         result = {"finished_after": time.monotonic() - start}
     except KeyboardInterrupt:
         result = {"raised_after_signal": time.monotonic() - sent[0]}
+    shutil.rmtree(fifo_dir)
     # The process is still usable: a small call of each kind works.
     small = os.path.join(os.path.dirname(out), "small.txt")
     with open(small, "w") as f:
@@ -68,18 +85,6 @@ CHILD = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def repeated_text(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """256 MB of one paragraph repeated: long to read, quick to merge."""
-    path = tmp_path_factory.mktemp("interrupt") / "repeated.txt"
-    paragraph = "The quick brown fox jumps over the lazy dog; it's 1999 again.\n" * 1000
-    block = (paragraph + "<|endoftext|>").encode()
-    with open(path, "wb") as f:
-        for _ in range((INPUT_MB << 20) // len(block)):
-            f.write(block)
-    return path
-
-
-@pytest.fixture(scope="module")
 def random_words(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """8 MB of random lowercase words: about a million distinct pre-tokens, so merging takes long."""
     path = tmp_path_factory.mktemp("interrupt") / "words.txt"
@@ -89,20 +94,17 @@ def random_words(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("phase", ["count", "merge", "encode"])
-def test_ctrl_c_stops_within_a_second_and_leaves_nothing(
-    repeated_text: Path, random_words: Path, tmp_path: Path, phase: str
-) -> None:
+def test_ctrl_c_stops_the_call_and_leaves_nothing(random_words: Path, tmp_path: Path, phase: str) -> None:
     out = tmp_path / "out.npy"
-    source = random_words if phase == "merge" else repeated_text
     child = subprocess.run(
-        [sys.executable, "-c", CHILD, phase, str(source), str(out)],
+        [sys.executable, "-c", CHILD, phase, str(random_words), str(out)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=120,
     )
     assert child.returncode == 0, child.stderr
     result = json.loads(child.stdout)
     assert "raised_after_signal" in result, f"the call finished before the signal: {result}"
-    assert result["raised_after_signal"] < 1.0, result
+    assert result["raised_after_signal"] < 5.0, result
     assert sorted(p.name for p in tmp_path.iterdir()) == ["small.txt"]
     assert result["train_after"] == 4 and result["encode_after"] == [257, 32, 99, 97, 116]

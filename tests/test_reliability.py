@@ -119,7 +119,7 @@ def test_one_10mb_pre_token(tmp_path: Path) -> None:
     start = time.monotonic()
     tok = Tokenizer(vocab, merges)  # tokens up to 1 MiB long: took 72 s before pair_table skipped lengths
     ids = tok.encode("a" * size)
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 30  # about 1 s on a shared 2-core machine
     assert ids == [275] * 10  # 10 tokens of 2**20 "a"
     assert tok.decode(ids) == "a" * size
     assert encode_file(tok, src, tmp_path / "out.npy", 1 << 16) == ids
@@ -163,7 +163,7 @@ def test_a_vocabulary_of_a_million_tokens() -> None:
     assert len(vocab) == 1_000_000
     start = time.monotonic()
     tok = Tokenizer(vocab, merges)
-    assert time.monotonic() - start < 60
+    assert time.monotonic() - start < 120  # about 5 s on a shared 2-core machine
     assert tok.vocab_size == 1_000_000
     text = bytes(range(256)).decode("latin-1") * 4 + " the quick brown fox 日本語 🙂 " * 20
     enc = tiktoken.Encoding(

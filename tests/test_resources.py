@@ -22,7 +22,16 @@ import pytest
 from conftest import MEMORY_PROBE
 
 LONG = os.environ.get("BYTEPAIR_LONG_TESTS") == "1"
-long_only = pytest.mark.skipif(not LONG, reason="long variant: set BYTEPAIR_LONG_TESTS=1")
+# Seconds for a child process, and for a test of the long variants (pyproject.toml sets 300 for others).
+DEFAULT_TIMEOUT, LONG_TIMEOUT = 240, 1500
+
+
+def long_only(test):
+    """A long variant: skipped unless BYTEPAIR_LONG_TESTS=1, and given the time its child needs."""
+    test = pytest.mark.skipif(not LONG, reason="long variant: set BYTEPAIR_LONG_TESTS=1")(test)
+    return pytest.mark.timeout(LONG_TIMEOUT + 300)(test)
+
+
 EOT = "<|endoftext|>"
 MB = 1 << 20
 
@@ -30,7 +39,10 @@ MB = 1 << 20
 def peak_rss_mb(script: str, *args: str) -> tuple[str, float]:
     """Runs ``script`` in a fresh Python; returns its stdout and its own peak RSS in MB."""
     code = MEMORY_PROBE + textwrap.dedent(script) + "\nprint(rss_mb())\n"
-    child = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    timeout = LONG_TIMEOUT if LONG else DEFAULT_TIMEOUT
+    child = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout
+    )
     assert child.returncode == 0, child.stderr
     out, peak = child.stdout.rsplit("\n", 2)[:2]
     return out, float(peak)

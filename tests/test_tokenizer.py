@@ -207,7 +207,9 @@ def test_encode_file_without_a_dtype_does_not_import_numpy(tmp_path: Path) -> No
         print(tok.encode_file({str(src)!r}, {str(tmp_path / "out.npy")!r}), "numpy" in sys.modules)
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=240
+    ).stdout
     assert out.split() == ["8", "False"]
     assert np.load(tmp_path / "out.npy").tolist() == list(b"hi there")
 
@@ -362,7 +364,9 @@ def streamed_ids_and_growth_mb(make_tokenizer: str, path: Path) -> tuple[int, in
         print(n, int(rss_mb() - before))
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=240
+    ).stdout
     count, growth_mb = map(int, out.split())
     return count, growth_mb
 

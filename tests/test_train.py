@@ -216,7 +216,9 @@ def test_one_long_line_is_chunked_in_bounded_memory(tmp_path: Path) -> None:
         print(parallel == bytepair.train_bpe({str(path)!r}, 300, num_threads=1), int(after - before))
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=240
+    ).stdout
     same, growth_mb = out.split()
     assert same == "True"
     assert int(growth_mb) < 40, f"peak RSS grew by {growth_mb} MB on a 100 MB file"
