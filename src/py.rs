@@ -172,13 +172,15 @@ fn pretokenize(py: Python<'_>, text: &str) -> PyResult<Vec<String>> {
 type Vocab<'py> = Vec<Bound<'py, PyBytes>>;
 type Merges<'py> = Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>;
 
-/// What training found about its text: (distinct pre-tokens, bytes, tokens it encodes to or None).
+/// What training found about its text: (distinct pre-tokens, bytes, tokens it encodes to: None unless
+/// `count_tokens`).
 type TrainStats = (usize, u64, Option<u64>);
 
 /// Trains on files, each its own document; returns (vocab as a list of bytes indexed by id, merges as a
 /// list of pairs, [`TrainStats`]).
 #[pyfunction]
-#[pyo3(signature = (input_paths, vocab_size, special_tokens, num_threads=None, chunk_size=None, progress=None))]
+#[pyo3(signature = (input_paths, vocab_size, special_tokens, num_threads=None, chunk_size=None, progress=None, count_tokens=false))]
+#[allow(clippy::too_many_arguments)]
 fn train_bpe<'py>(
     py: Python<'py>,
     input_paths: Vec<PathBuf>,
@@ -187,9 +189,11 @@ fn train_bpe<'py>(
     num_threads: Option<usize>,
     chunk_size: Option<usize>,
     progress: Option<Py<PyAny>>,
+    count_tokens: bool,
 ) -> PyResult<(Vocab<'py>, Merges<'py>, TrainStats)> {
     let mut options = TrainOptions::new(vocab_size);
     options.special_tokens = special_tokens;
+    options.count_tokens = count_tokens;
     options.num_threads = num_threads;
     if let Some(size) = chunk_size {
         options.chunk_size = size;

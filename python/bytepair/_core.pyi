@@ -12,6 +12,7 @@ def train_bpe(
     num_threads: int | None = None,
     chunk_size: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    count_tokens: bool = False,
 ) -> tuple[list[bytes], list[tuple[bytes, bytes]], tuple[int, int, int | None]]: ...
 
 class Encoder:
