@@ -1,24 +1,23 @@
 //! Counting pre-tokens: the first phase of training, and the only one that reads the input.
 //!
-//! The file is read in chunks cut at safe places ([`crate::chunks`]); each rayon worker pulls a chunk,
+//! The file is read in chunks cut at safe places ([`crate::chunks`]); each worker thread pulls a chunk,
 //! checks that it is UTF-8, splits it at special tokens, pre-tokenizes the rest and counts the pieces into
 //! its own map. The maps are merged at the end. Workers never share a map, so counting scales with cores;
 //! memory is the chunks in flight (one per worker plus the reader's) and the maps, which grow with the
 //! number of distinct pre-tokens, not with the size of the file.
 
-use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use rayon::prelude::*;
-
 use crate::bytes_map::BytesMap;
 use crate::chunks::{Chunk, ChunkReader};
 use crate::error::{Error, Result};
+use crate::input::open_input;
 use crate::pretokenize::pretokenize;
 use crate::progress::{Phase, Progress};
 use crate::special::{Segment, SpecialTokens};
+use crate::threads::run_on_threads;
 
 /// How often each distinct pre-token occurs, and how much text was counted: its bytes and the
 /// occurrences of special tokens in it (which are not pre-tokens). From these and a vocabulary, the
@@ -158,7 +157,8 @@ pub fn count_text(text: &str, specials: &SpecialTokens, counts: &mut PreTokenCou
     }
 }
 
-/// Counts the pre-tokens of the file at `path` on the current rayon pool.
+/// Counts the pre-tokens of the file at `path` on `threads` threads (fewer when not all can start), the
+/// calling thread among them.
 ///
 /// Fails on the first I/O error, on invalid UTF-8 (naming the offset of the first invalid byte in the
 /// file), or when `progress` asks to stop.
@@ -166,9 +166,10 @@ pub fn count_file(
     path: &Path,
     specials: &SpecialTokens,
     chunk_size: usize,
+    threads: usize,
     progress: &dyn Progress,
 ) -> Result<PreTokenCounts> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = open_input(path, progress)?;
     let total = file.metadata().map_err(|e| Error::io(path, e))?.len();
     let reader = Mutex::new(ChunkReader::new(file, specials, chunk_size));
     let stop = AtomicBool::new(false);
@@ -196,31 +197,34 @@ pub fn count_file(
             }
         }
     };
-    let counts = std::iter::from_fn(next_chunk)
-        .par_bridge()
-        .fold(PreTokenCounts::default, |mut counts, chunk| {
-            match std::str::from_utf8(&chunk.bytes) {
-                Ok(text) => count_text(text, specials, &mut counts),
-                Err(e) => {
-                    let offset = chunk.offset + e.valid_up_to() as u64;
-                    fail(
-                        offset,
-                        Error::InvalidUtf8 {
-                            path: path.to_path_buf(),
+    let count_chunk = |mut counts: PreTokenCounts, chunk: Chunk| {
+                match std::str::from_utf8(&chunk.bytes) {
+                    Ok(text) => count_text(text, specials, &mut counts),
+                    Err(e) => {
+                        let offset = chunk.offset + e.valid_up_to() as u64;
+                        fail(
                             offset,
-                        },
-                    );
-                    return counts;
+                            Error::InvalidUtf8 {
+                                path: path.to_path_buf(),
+                                offset,
+                            },
+                        );
+                        return counts;
+                    }
                 }
-            }
-            let n = done.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed)
-                + chunk.bytes.len() as u64;
-            if let Err(e) = progress.report(Phase::Count, n, total) {
-                fail(u64::MAX, e);
-            }
-            counts
-        })
-        .reduce(PreTokenCounts::default, PreTokenCounts::merge);
+                let n = done.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed)
+                    + chunk.bytes.len() as u64;
+                if let Err(e) = progress.report(Phase::Count, n, total) {
+                    fail(u64::MAX, e);
+                }
+                counts
+            };
+    let counts = run_on_threads(threads, || {
+        std::iter::from_fn(next_chunk).fold(PreTokenCounts::default(), count_chunk)
+    })
+    .into_iter()
+    .reduce(PreTokenCounts::merge)
+    .unwrap_or_default();
     match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some((_, e)) => Err(e),
         None => Ok(counts),
@@ -236,6 +240,7 @@ pub fn count_files<P: AsRef<Path>>(
     paths: &[P],
     specials: &SpecialTokens,
     chunk_size: usize,
+    threads: usize,
     progress: &dyn Progress,
 ) -> Result<PreTokenCounts> {
     let mut total = 0;
@@ -252,7 +257,8 @@ pub fn count_files<P: AsRef<Path>>(
             before: counts.bytes(),
             total,
         };
-        counts = counts.merge(count_file(path.as_ref(), specials, chunk_size, &progress)?);
+        let file = count_file(path.as_ref(), specials, chunk_size, threads, &progress)?;
+        counts = counts.merge(file);
     }
     Ok(counts)
 }
@@ -270,6 +276,10 @@ impl Progress for AfterEarlierFiles<'_> {
         // A pipe's size is 0 until read: the total grows with what was read.
         self.inner.report(phase, done, self.total.max(done))
     }
+
+    fn cancelled(&self) -> bool {
+        self.inner.cancelled()
+    }
 }
 
 #[cfg(test)]
@@ -281,7 +291,7 @@ mod tests {
     fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
         let path =
             std::env::temp_dir().join(format!("bytepair-count-{}-{name}", std::process::id()));
-        File::create(&path).unwrap().write_all(bytes).unwrap();
+        std::fs::File::create(&path).unwrap().write_all(bytes).unwrap();
         path
     }
 
@@ -297,7 +307,7 @@ mod tests {
         assert_eq!(expected.get(b"<|eot|>"), 0);
         for chunk_size in [1, 7, 64, 1 << 20] {
             assert_eq!(
-                count_file(&path, &specials, chunk_size, &Silent).unwrap(),
+                count_file(&path, &specials, chunk_size, 2, &Silent).unwrap(),
                 expected
             );
         }
@@ -314,7 +324,7 @@ mod tests {
         let specials = SpecialTokens::new(&["<|eot|>"]).unwrap();
         let mut expected = PreTokenCounts::default();
         count_text(&format!("{a}<|eot|>{b}"), &specials, &mut expected);
-        let counts = count_files(&paths, &specials, 3, &Silent).unwrap();
+        let counts = count_files(&paths, &specials, 3, 2, &Silent).unwrap();
         assert_eq!(counts.special_occurrences(), 1);
         assert_eq!(counts.bytes(), (a.len() + b.len()) as u64);
         // As joined by a special token, but without the joining token's bytes and occurrence.
@@ -334,7 +344,7 @@ mod tests {
         let path = temp_file("utf8", &bytes);
         let specials = SpecialTokens::new::<&str>(&[]).unwrap();
         for chunk_size in [3, 64, 4096] {
-            match count_file(&path, &specials, chunk_size, &Silent) {
+            match count_file(&path, &specials, chunk_size, 2, &Silent) {
                 Err(Error::InvalidUtf8 { offset, .. }) => assert_eq!(offset, 700),
                 other => panic!("expected InvalidUtf8, got {other:?}"),
             }
@@ -345,7 +355,7 @@ mod tests {
     #[test]
     fn missing_file_is_an_io_error() {
         let specials = SpecialTokens::new::<&str>(&[]).unwrap();
-        let err = count_file(Path::new("/nonexistent/x.txt"), &specials, 64, &Silent).unwrap_err();
+        let err = count_file(Path::new("/nonexistent/x.txt"), &specials, 64, 1, &Silent).unwrap_err();
         assert!(
             matches!(err, Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound)
         );

@@ -17,10 +17,12 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use crate::chunks::{Chunk, ChunkReader};
 use crate::encode::{ids_capacity, Encoder};
 use crate::error::{Error, Result};
+use crate::input::open_input;
 use crate::npy_writer::{npy_header, NpyWriter};
 use crate::output::Output;
 use crate::progress::{Phase, Progress};
 use crate::scratch::{CacheCap, Scratch};
+use crate::threads::thread_count;
 
 /// The element type of the output array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +61,25 @@ struct Queue<'s> {
     spare_out: Vec<Vec<u8>>,
 }
 
+/// A worker's own buffers, kept from chunk to chunk.
+struct Worker {
+    /// Caches stay warm for the whole file.
+    scratch: Scratch,
+    ids: Vec<u32>,
+    /// The input buffer of the last chunk, to hand back to the reader.
+    done_with: Option<Vec<u8>>,
+}
+
+impl Worker {
+    fn new(chunk_size: usize) -> Worker {
+        Worker {
+            scratch: Scratch::for_text(chunk_size, CacheCap::CALL),
+            ids: Vec::new(),
+            done_with: None,
+        }
+    }
+}
+
 /// Writes `ids` into `out` as the little-endian bytes of `dtype`; fails on an id that does not fit.
 fn to_le_bytes(ids: &[u32], dtype: Dtype, out: &mut Vec<u8>) -> Result<()> {
     // Into a buffer of the final size, in fixed-size steps: the compiler vectorizes this, where
@@ -92,7 +113,7 @@ fn to_le_bytes(ids: &[u32], dtype: Dtype, out: &mut Vec<u8>) -> Result<()> {
 }
 
 /// Encodes the UTF-8 file `input` into `output` (`.npy`, one-dimensional, `dtype`) on `threads` worker
-/// threads (every core when `None` or 0, as rayon counts them), and returns the number of tokens.
+/// threads (see [`thread_count`]; fewer when not all can start), and returns the number of tokens.
 pub fn encode_file(
     encoder: &Encoder,
     input: &Path,
@@ -102,7 +123,7 @@ pub fn encode_file(
     chunk_size: usize,
     progress: &dyn Progress,
 ) -> Result<u64> {
-    let file = File::open(input).map_err(|e| Error::io(input, e))?;
+    let file = open_input(input, progress)?;
     let input_meta = file.metadata().map_err(|e| Error::io(input, e))?;
     let total = input_meta.len();
     let (specials, _) = encoder.specials();
@@ -112,10 +133,7 @@ pub fn encode_file(
     let write_err = |e| Error::io(output, e);
     let mut out = NpyWriter::new(out_file).map_err(write_err)?;
 
-    let threads = match threads {
-        Some(n) if n > 0 => n,
-        _ => rayon::current_num_threads(),
-    };
+    let threads = thread_count(threads);
     // `ids` is the worker's own buffer, reused from chunk to chunk; `bytes` comes from `spare_out`.
     let encode_chunk =
         |chunk: &Chunk, scratch: &mut Scratch, ids: &mut Vec<u32>, mut bytes: Vec<u8>| {
@@ -144,66 +162,77 @@ pub fn encode_file(
     });
     let room = Condvar::new();
     let lock = || queue.lock().unwrap_or_else(PoisonError::into_inner);
+    // Takes the next chunk, once fewer than `window` wait to be written, and encodes it; `None` at
+    // the end of the input or once told to stop.
+    let encode_next = |worker: &mut Worker| {
+        let (seq, chunk, bytes) = {
+            let mut q = lock();
+            if let Some(input) = worker.done_with.take() {
+                q.chunks.recycle(input);
+            }
+            while !q.stop && q.next >= q.written + window {
+                q = room.wait(q).unwrap_or_else(PoisonError::into_inner);
+            }
+            if q.stop {
+                return None;
+            }
+            let seq = q.next;
+            let chunk = q.chunks.next()?;
+            q.next += 1;
+            let bytes = q.spare_out.pop().unwrap_or_default();
+            (seq, chunk.map_err(|e| Error::io(input, e)), bytes)
+        };
+        let encoded = chunk.and_then(|chunk| {
+            let (bytes, n) = encode_chunk(&chunk, &mut worker.scratch, &mut worker.ids, bytes)?;
+            let len = chunk.bytes.len() as u64;
+            worker.done_with = Some(chunk.bytes);
+            Ok((bytes, n, len))
+        });
+        Some((seq, encoded))
+    };
+    let encode_next = &encode_next;
     let (tokens, out) = std::thread::scope(|scope| -> Result<(u64, NpyWriter)> {
         let (send, receive) = std::sync::mpsc::channel::<(u64, Result<(Vec<u8>, u64, u64)>)>();
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                let send = send.clone();
-                let (room, lock) = (&room, &lock);
-                scope.spawn(move || {
-                    // One scratch per worker, kept across chunks: its caches stay warm for the whole
-                    // file.
-                    let mut scratch = Scratch::for_text(chunk_size, CacheCap::CALL);
-                    let mut ids = Vec::new();
-                    let mut done_with = None;
-                    let work = || loop {
-                        let (seq, chunk, bytes) = {
-                            let mut q = lock();
-                            if let Some(input) = done_with.take() {
-                                q.chunks.recycle(input);
-                            }
-                            while !q.stop && q.next >= q.written + window {
-                                q = room.wait(q).unwrap_or_else(PoisonError::into_inner);
-                            }
-                            if q.stop {
-                                return;
-                            }
-                            let seq = q.next;
-                            match q.chunks.next() {
-                                None => return,
-                                Some(chunk) => {
-                                    q.next += 1;
-                                    let bytes = q.spare_out.pop().unwrap_or_default();
-                                    (seq, chunk.map_err(|e| Error::io(input, e)), bytes)
-                                }
-                            }
-                        };
-                        let encoded = chunk.and_then(|chunk| {
-                            let (bytes, n) = encode_chunk(&chunk, &mut scratch, &mut ids, bytes)?;
-                            let len = chunk.bytes.len() as u64;
-                            done_with = Some(chunk.bytes);
-                            Ok((bytes, n, len))
-                        });
-                        if send.send((seq, encoded)).is_err() {
+        let mut workers = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            let send = send.clone();
+            let (room, lock) = (&room, &lock);
+            let started = std::thread::Builder::new().spawn_scoped(scope, move || {
+                let mut worker = Worker::new(chunk_size);
+                let work = || {
+                    while let Some(encoded) = encode_next(&mut worker) {
+                        if send.send(encoded).is_err() {
                             return;
                         }
-                    };
-                    // A panic would leave its chunk unwritten and the others waiting for it: stop
-                    // everyone, then let the panic reach the caller through `join`.
-                    if let Err(panic) = catch_unwind(AssertUnwindSafe(work)) {
-                        lock().stop = true;
-                        room.notify_all();
-                        resume_unwind(panic);
                     }
-                })
-            })
-            .collect();
+                };
+                // A panic would leave its chunk unwritten and the others waiting for it: stop
+                // everyone, then let the panic reach the caller through `join`.
+                if let Err(panic) = catch_unwind(AssertUnwindSafe(work)) {
+                    lock().stop = true;
+                    room.notify_all();
+                    resume_unwind(panic);
+                }
+            });
+            match started {
+                Ok(worker) => workers.push(worker),
+                // Out of memory for a stack, or at the process's thread limit: the workers that
+                // started do the work.
+                Err(_) => break,
+            }
+        }
         drop(send);
+        // With no worker at all, this thread encodes each chunk before writing it.
+        let mut alone = workers.is_empty().then(|| Worker::new(chunk_size));
+        let encoded = std::iter::from_fn(|| match &mut alone {
+            Some(worker) => encode_next(worker),
+            None => receive.recv().ok(),
+        });
         let (mut tokens, mut done) = (0u64, 0u64);
         let mut pending = BTreeMap::new();
         // Errors too are taken in order, so the one reported is the first in the file.
         let write_all = || -> Result<()> {
-            for (seq, encoded) in receive {
+            for (seq, encoded) in encoded {
                 pending.insert(seq, encoded);
                 let mut written = lock().written;
                 while let Some(encoded) = pending.remove(&written) {

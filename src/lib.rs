@@ -6,6 +6,8 @@
 //! - `boundaries`: the scanner's fast path, the piece boundaries of 64 bytes of ASCII at once.
 //! - [`special`]: special tokens, matched leftmost-longest before pre-tokenization.
 //! - [`chunks`]: reading a file in pieces cut where cutting cannot change the result.
+//! - [`input`]: opening an input file without waiting forever (a FIFO without a writer).
+//! - [`threads`]: how many threads a call starts, capped, and fewer when they cannot start.
 //! - [`count`]: counting pre-tokens over those pieces on all cores.
 //! - [`train`] and [`queue`]: choosing merges incrementally, ties to the greatest pair of byte strings.
 //! - [`encode`]: text to ids and back, identical to tiktoken for the same ranks.
@@ -41,6 +43,7 @@ pub mod encode;
 pub mod encode_file;
 pub mod error;
 pub mod huge_pages;
+pub mod input;
 mod long_merge;
 pub mod npy_writer;
 pub mod output;
@@ -51,6 +54,7 @@ pub mod queue;
 pub mod recent;
 mod scratch;
 pub mod special;
+pub mod threads;
 pub mod train;
 pub mod ucs;
 mod unicode_tables;

@@ -20,6 +20,12 @@ pub enum Phase {
 /// Receives progress and may stop the work by returning an error, which the operation then returns.
 pub trait Progress: Sync {
     fn report(&self, phase: Phase, done: u64, total: u64) -> Result<()>;
+
+    /// Whether the work was asked to stop (then the next report fails): for waits that have nothing
+    /// to report, such as a FIFO waiting for its writer ([`crate::input::open_input`]).
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// Reports nowhere and never stops.

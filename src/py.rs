@@ -4,7 +4,7 @@
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
@@ -18,7 +18,8 @@ use crate::encode::{ids_capacity, Encoder};
 use crate::encode_file::{encode_file, Dtype};
 use crate::error::Error;
 use crate::progress::{Phase, Progress};
-use crate::train::{thread_pool, train_files, TrainOptions};
+use crate::threads::{max_threads, run_on_threads, thread_count};
+use crate::train::{train_files, TrainOptions};
 
 /// Converts an engine error into the Python exception a user expects.
 fn to_py_err(e: Error) -> PyErr {
@@ -59,9 +60,12 @@ const SIGNAL_POLL: Duration = Duration::from_millis(20);
 
 /// Runs `f` (long work that reports to `progress`) on a helper thread while the calling thread, with
 /// the GIL released, checks for pending signals every [`SIGNAL_POLL`] and cancels `progress` when one
-/// raises. Python runs signal handlers only on the main thread, and the engine reports from rayon
-/// workers, so the engine cannot check for Ctrl-C itself: before this, `encode_file` ran to the end of
+/// raises. Python runs signal handlers only on the main thread, and the engine reports from worker
+/// threads, so the engine cannot check for Ctrl-C itself: before this, `encode_file` ran to the end of
 /// the file after Ctrl-C. The work then stops at its next report (a chunk, or 50 ms of merging).
+///
+/// When the helper thread cannot start (no memory for its stack, or the process's thread limit), the
+/// work runs on the calling thread, and Ctrl-C waits for it.
 fn run_interruptible<T: Send>(
     py: Python<'_>,
     progress: &PyProgress,
@@ -69,19 +73,31 @@ fn run_interruptible<T: Send>(
 ) -> PyResult<T> {
     run_detached(py, || {
         let caller = thread::current();
+        // Taken by the helper thread, or back here when it did not start.
+        let work = Mutex::new(Some(f));
+        let take = || work.lock().unwrap_or_else(|p| p.into_inner()).take();
         thread::scope(|scope| {
-            let worker = scope.spawn(|| {
+            let started = thread::Builder::new().spawn_scoped(scope, || {
                 // Wakes the caller when the work ends, by returning or by panicking.
                 let _wake = WakeOnDrop(caller);
-                f()
+                take().map(|f| f())
             });
+            let Ok(worker) = started else {
+                // The thread's closure was dropped unrun, so the work is still in `work`.
+                return match take() {
+                    Some(f) => f(),
+                    None => unreachable!("work that did not start was taken"),
+                };
+            };
             while !worker.is_finished() {
                 thread::park_timeout(SIGNAL_POLL);
                 if let Err(err) = Python::attach(|py| py.check_signals()) {
                     progress.cancel(err);
                 }
             }
-            let result = worker.join().unwrap_or_else(|panic| resume_unwind(panic));
+            let Some(result) = worker.join().unwrap_or_else(|panic| resume_unwind(panic)) else {
+                unreachable!("a thread that started took the work");
+            };
             // Ctrl-C that came after the work's last report: the signal was consumed, so raise it.
             match progress.take_raised() {
                 Some(err) if result.is_ok() => Err(err),
@@ -140,8 +156,12 @@ impl PyProgress {
 }
 
 impl Progress for PyProgress {
+    fn cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
+
     fn report(&self, phase: Phase, done: u64, total: u64) -> crate::error::Result<()> {
-        if self.cancelled.load(Ordering::Relaxed) {
+        if self.cancelled() {
             return Err(Error::Interrupted);
         }
         let Some(callback) = &self.callback else {
@@ -401,18 +421,26 @@ impl PyEncoder {
         num_threads: Option<usize>,
     ) -> PyResult<Vec<Bound<'py, PyList>>> {
         let batches: Vec<Vec<u32>> = run_detached(py, || {
-            let pool = thread_pool(num_threads).map_err(to_py_err)?;
-            Ok(pool.install(|| {
-                use rayon::prelude::*;
-                texts
-                    .par_iter()
-                    .map(|t| {
-                        let mut ids = Vec::with_capacity(ids_capacity(t.len()));
-                        self.inner.encode(t, &mut ids);
-                        ids
-                    })
-                    .collect()
-            }))
+            // Each thread takes the next text not yet taken, so a long text holds up only its thread.
+            let next = AtomicUsize::new(0);
+            let threads = thread_count(num_threads).min(texts.len());
+            let encoded = run_on_threads(threads, || {
+                let mut encoded = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(text) = texts.get(i) else {
+                        return encoded;
+                    };
+                    let mut ids = Vec::with_capacity(ids_capacity(text.len()));
+                    self.inner.encode(text, &mut ids);
+                    encoded.push((i, ids));
+                }
+            });
+            let mut batches = vec![Vec::new(); texts.len()];
+            for (i, ids) in encoded.into_iter().flatten() {
+                batches[i] = ids;
+            }
+            Ok(batches)
         })?;
         batches.iter().map(|ids| self.to_list(py, ids)).collect()
     }
@@ -473,8 +501,15 @@ impl PyEncoder {
     }
 }
 
+/// The most threads a call starts; more asked for are capped to this (see `crate::threads`).
+#[pyfunction(name = "max_threads")]
+fn py_max_threads() -> usize {
+    max_threads()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(py_max_threads, m)?)?;
     m.add_class::<PyEncoder>()?;
     m.add_function(wrap_pyfunction!(pretokenize, m)?)?;
     m.add_function(wrap_pyfunction!(train_bpe, m)?)?;

@@ -26,6 +26,7 @@ use crate::progress::{Phase, Progress};
 use crate::queue::{Candidate, MergeQueue, Pair};
 use crate::scratch::{CacheCap, Scratch};
 use crate::special::SpecialTokens;
+use crate::threads::thread_count;
 
 /// How often the merge loop reports progress, and so how soon it stops when asked to: by time, since
 /// a merge takes from nanoseconds to tens of milliseconds (the first merges of a large corpus rewrite
@@ -40,7 +41,7 @@ pub struct TrainOptions {
     /// Tokens that split the text and are never merged; they get the last ids, but for a token of one
     /// byte, which keeps that byte's id.
     pub special_tokens: Vec<String>,
-    /// Threads for reading and counting; `None` uses every core.
+    /// Threads for reading and counting; `None` uses every core (see [`crate::threads::thread_count`]).
     pub num_threads: Option<usize>,
     /// Target size of the pieces the input is read in (see [`crate::chunks`]).
     pub chunk_size: usize,
@@ -111,8 +112,8 @@ pub fn train_files<P: AsRef<Path> + Sync>(
 ) -> Result<Trained> {
     let specials = SpecialTokens::new(&options.special_tokens)?;
     let num_merges = num_merges(options.vocab_size, &specials)?;
-    let pool = thread_pool(options.num_threads)?;
-    let counts = pool.install(|| count_files(paths, &specials, options.chunk_size, progress))?;
+    let threads = thread_count(options.num_threads);
+    let counts = count_files(paths, &specials, options.chunk_size, threads, progress)?;
     let mut trained = train_counts(&counts, num_merges, &specials, progress)?;
     if options.count_tokens {
         trained.tokens = encoded_length(&counts, &trained, &specials);
@@ -236,14 +237,6 @@ pub fn num_merges(vocab_size: usize, specials: &SpecialTokens) -> Result<usize> 
         vocab_size,
         minimum,
     })
-}
-
-/// A rayon pool of `num_threads` threads (every core when `None` or 0).
-pub(crate) fn thread_pool(num_threads: Option<usize>) -> Result<rayon::ThreadPool> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(num_threads.unwrap_or(0))
-        .build()
-        .map_err(|e| Error::io("<thread pool>", std::io::Error::other(e)))
 }
 
 /// Counts every adjacent pair in `words`, weighted by word count, and lists the words that hold it.

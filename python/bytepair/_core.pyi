@@ -5,6 +5,7 @@ from collections.abc import Callable
 UNICODE_VERSION: str  # of the scanner's character classes (src/unicode_tables.rs)
 
 def pretokenize(text: str) -> list[str]: ...
+def max_threads() -> int: ...
 def train_bpe(
     input_paths: list[str],
     vocab_size: int,

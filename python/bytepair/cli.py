@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import Tokenizer, train_bpe
 from ._progress import ProgressBar
+from ._threads import check_num_threads
 from .report import describe_token, length_histogram, longest_tokens, write_report
 
 if TYPE_CHECKING:
@@ -263,7 +264,7 @@ def _parser() -> argparse.ArgumentParser:
         return sub
 
     def threads(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--threads", type=int, metavar="N", help="threads (default: every core)")
+        sub.add_argument("--threads", type=_threads_arg, metavar="N", help="threads (default: every core)")
 
     train = command(
         _train,
@@ -366,6 +367,18 @@ class _Terminated(KeyboardInterrupt):
 
 def _terminate(signum: int, frame: object) -> None:
     raise _Terminated
+
+
+def _threads_arg(text: str) -> int | None:
+    """``--threads N``, by the rule of every ``num_threads``."""
+    try:
+        value: object = int(text)
+    except ValueError:
+        value = text
+    try:
+        return check_num_threads(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

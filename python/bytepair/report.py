@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ._threads import check_num_threads
 from .formats import PathLike, _path, _write_atomically
 from .tokenizer import Tokenizer
 
@@ -341,6 +342,7 @@ def write_report(
     ``/dev/stdout`` directly. An output that is one of the corpora raises ValueError before any work.
     """
     output = _path(output, "output")
+    num_threads = check_num_threads(num_threads)
     for corpus in corpora:
         try:
             same = os.path.samefile(output, corpus)

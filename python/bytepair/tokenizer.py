@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from . import _core, interop
 from ._progress import ProgressBar
+from ._threads import check_num_threads
 from .formats import PathLike, _path, _write_atomically, load_bpe, save_bpe
 
 __all__ = ["Tokenizer"]
@@ -188,7 +189,8 @@ class Tokenizer:
         return self._encoder.encode(text)
 
     def encode_batch(self, texts: list[str], num_threads: int | None = None) -> list[list[int]]:
-        """The ids of each text, encoded in parallel on ``num_threads`` threads (all cores by default).
+        """The ids of each text, encoded in parallel on ``num_threads`` threads: a positive int, or None
+        for every core. More than four per core are not started; fewer run when not all can start.
         ``texts`` is a list (or any iterable) of str; a single str or bytes raises TypeError.
 
         >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).encode_batch(["a", "bc"])
@@ -201,7 +203,7 @@ class Tokenizer:
         for t in texts:
             if not isinstance(t, str):
                 raise TypeError(f"encode_batch takes str items, not {type(t).__name__}")
-        return self._encoder.encode_batch(texts, num_threads)
+        return self._encoder.encode_batch(texts, check_num_threads(num_threads))
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Lazily yields the ids of the concatenation of ``iterable`` (for example an open file), in
@@ -279,7 +281,8 @@ class Tokenizer:
         progress: bool | Callable[[str, int, int], None] = False,
     ) -> int:
         """Encodes the UTF-8 file ``input_path`` into a NumPy ``.npy`` file of ids and returns the number
-        of tokens. Memory stays bounded whatever the file size; all cores work on it.
+        of tokens. Memory stays bounded whatever the file size. ``num_threads`` is as for
+        :meth:`encode_batch`: every core by default.
 
         ``dtype`` is ``numpy.uint16`` when every id fits (vocab_size <= 65536), else ``numpy.uint32``;
         forcing ``uint16`` with a larger id raises ValueError. The output appears only when complete:
@@ -312,8 +315,7 @@ class Tokenizer:
             if dtype not in (np.dtype(np.uint16), np.dtype(np.uint32)):
                 raise ValueError(f"dtype must be uint16 or uint32, not {dtype}")
             bits = dtype.itemsize * 8
-        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
-            raise ValueError(f"num_threads must be a positive int or None, not {num_threads!r}")
+        num_threads = check_num_threads(num_threads)
         args = (_path(input_path, "input_path"), _path(output_path, "output_path"), bits, num_threads, None)
         if progress is True:
             with ProgressBar() as bar:

@@ -10,6 +10,7 @@ from typing import Any
 
 from . import _core
 from ._progress import ProgressBar
+from ._threads import check_num_threads
 from .formats import PathLike, _path
 
 ProgressCallback = Callable[[str, int, int], None]
@@ -73,7 +74,9 @@ def train_bpe(
             and are added to the vocabulary once each (duplicates are dropped). A token of one byte
             (``"\\n"``) is that byte's token already: it keeps the byte's id, is not added again and so
             counts once in ``vocab_size`` (one more merge fits), and the text is still split at it.
-        num_threads: threads for reading and counting; every core when None.
+        num_threads: threads for reading and counting: a positive int, or None for every core. More than
+            four per core are not started (they cannot make it faster); fewer run when not all can
+            start.
         progress: True for a progress bar on stderr (when it is a terminal), or a callable
             ``progress(phase, done, total)`` with phase ``"count"`` (bytes) or ``"merge"`` (merges).
         stats: a dict to fill with facts about the training text: ``"distinct_pretokens"``, the number of
@@ -118,8 +121,7 @@ def train_bpe(
             f"vocab_size {vocab_size} is too small: the 256 byte tokens and the special tokens need at least "
             f"{256 + len(added)}"
         )
-    if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
-        raise ValueError(f"num_threads must be a positive int or None, not {num_threads!r}")
+    num_threads = check_num_threads(num_threads)
     if _chunk_size is not None and _chunk_size < 1:
         raise ValueError("_chunk_size must be positive")
     if stats is not None and not isinstance(stats, MutableMapping):
