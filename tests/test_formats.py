@@ -29,7 +29,7 @@ def test_byte_table_is_gpt2s() -> None:
 token = st.binary(min_size=1, max_size=12)
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     tokens=st.lists(token, unique=True, max_size=50),
     merges=st.lists(st.tuples(token, token), max_size=50),
