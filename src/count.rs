@@ -198,27 +198,27 @@ pub fn count_file(
         }
     };
     let count_chunk = |mut counts: PreTokenCounts, chunk: Chunk| {
-                match std::str::from_utf8(&chunk.bytes) {
-                    Ok(text) => count_text(text, specials, &mut counts),
-                    Err(e) => {
-                        let offset = chunk.offset + e.valid_up_to() as u64;
-                        fail(
-                            offset,
-                            Error::InvalidUtf8 {
-                                path: path.to_path_buf(),
-                                offset,
-                            },
-                        );
-                        return counts;
-                    }
-                }
-                let n = done.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed)
-                    + chunk.bytes.len() as u64;
-                if let Err(e) = progress.report(Phase::Count, n, total) {
-                    fail(u64::MAX, e);
-                }
-                counts
-            };
+        match std::str::from_utf8(&chunk.bytes) {
+            Ok(text) => count_text(text, specials, &mut counts),
+            Err(e) => {
+                let offset = chunk.offset + e.valid_up_to() as u64;
+                fail(
+                    offset,
+                    Error::InvalidUtf8 {
+                        path: path.to_path_buf(),
+                        offset,
+                    },
+                );
+                return counts;
+            }
+        }
+        let n =
+            done.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed) + chunk.bytes.len() as u64;
+        if let Err(e) = progress.report(Phase::Count, n, total) {
+            fail(u64::MAX, e);
+        }
+        counts
+    };
     let counts = run_on_threads(threads, || {
         std::iter::from_fn(next_chunk).fold(PreTokenCounts::default(), count_chunk)
     })
@@ -291,7 +291,10 @@ mod tests {
     fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
         let path =
             std::env::temp_dir().join(format!("bytepair-count-{}-{name}", std::process::id()));
-        std::fs::File::create(&path).unwrap().write_all(bytes).unwrap();
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(bytes)
+            .unwrap();
         path
     }
 
@@ -355,7 +358,8 @@ mod tests {
     #[test]
     fn missing_file_is_an_io_error() {
         let specials = SpecialTokens::new::<&str>(&[]).unwrap();
-        let err = count_file(Path::new("/nonexistent/x.txt"), &specials, 64, 1, &Silent).unwrap_err();
+        let err =
+            count_file(Path::new("/nonexistent/x.txt"), &specials, 64, 1, &Silent).unwrap_err();
         assert!(
             matches!(err, Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound)
         );

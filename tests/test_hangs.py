@@ -49,6 +49,7 @@ def run_child(code: str, *args: str, timeout: float, env: dict[str, str] | None 
     return json.loads(child.stdout.splitlines()[-1])
 
 
+@pytest.mark.timeout(660)  # the child's own timeout (600 s) must end it first, with its message
 def test_forked_children_encode_while_other_threads_encode(tmp_path: Path) -> None:
     # Other threads encode without pause (encode_batch's workers take and return the encoder's pooled
     # caches without the GIL) while the main thread forks. Every child must encode, train and encode a
