@@ -14,13 +14,23 @@
 //! UTF-8 on its own exactly when the file is; the reader does not validate (workers do, in parallel).
 //!
 //! Memory: the reader holds one chunk being filled plus the few bytes carried past the last cut. A text
-//! with no cut at all (one 100 MB pre-token) grows the chunk until one is found, since that pre-token must
-//! be seen whole.
+//! with no safe cut in [`MAX_UNCUT`] bytes is cut anyway, at the last character boundary before that
+//! many bytes that no special token straddles (or, when the text is one token repeated end to end, at
+//! the last character boundary): the pre-token that spans such a cut is split there, and each part is
+//! counted or encoded on its own, in training and `encode_file` alike. No real pre-token is that long,
+//! and without the bound an input with no cut (`/dev/zero`) grew the chunk until memory ran out.
 
 use std::io::Read;
 
 use crate::pretokenize::is_safe_cut;
 use crate::special::SpecialTokens;
+
+/// The most bytes a chunk holds when it has no safe cut: 16 MiB.
+pub const MAX_UNCUT: usize = 16 << 20;
+
+/// How many character boundaries a cut forced by [`MAX_UNCUT`] tries for one no special token
+/// straddles.
+const FORCED_CUT_TRIES: usize = 64;
 
 /// The bytes a cut needs to see after it: the whitespace character itself (up to 4 bytes), and enough of
 /// the text to see any special token that could straddle it.
@@ -41,6 +51,32 @@ pub fn last_safe_cut(
         .find(|&p| is_safe_cut(bytes, p) && !specials.straddles(bytes, p))
 }
 
+/// The first safe cut in `bytes[from..to]`. `bytes` must extend at least [`lookahead`] bytes past
+/// `to`, or end the text.
+pub fn next_safe_cut(
+    bytes: &[u8],
+    specials: &SpecialTokens,
+    from: usize,
+    to: usize,
+) -> Option<usize> {
+    (from.max(1)..to).find(|&p| is_safe_cut(bytes, p) && !specials.straddles(bytes, p))
+}
+
+/// Where to cut `bytes`, which has no safe cut, at or before `to`: see [`MAX_UNCUT`]. `bytes` must
+/// extend at least [`lookahead`] bytes past `to`.
+fn forced_cut(bytes: &[u8], specials: &SpecialTokens, to: usize) -> usize {
+    // A UTF-8 continuation byte is never the first byte of a character.
+    let mut boundaries = (1..=to).rev().filter(|&p| bytes[p] & 0xC0 != 0x80);
+    let Some(last) = boundaries.next() else {
+        return to;
+    };
+    std::iter::once(last)
+        .chain(boundaries)
+        .take(FORCED_CUT_TRIES)
+        .find(|&p| !specials.straddles(bytes, p))
+        .unwrap_or(last)
+}
+
 /// A piece of the input and its byte offset in the whole.
 #[derive(Debug)]
 pub struct Chunk {
@@ -53,6 +89,8 @@ pub struct ChunkReader<'s, R> {
     reader: R,
     specials: &'s SpecialTokens,
     target: usize,
+    /// A chunk with no safe cut is cut anyway at this many bytes ([`MAX_UNCUT`]).
+    max_uncut: usize,
     /// Bytes read but not yet handed out; they start at file offset `offset`.
     carry: Vec<u8>,
     offset: u64,
@@ -70,11 +108,19 @@ impl<'s, R: Read> ChunkReader<'s, R> {
             reader,
             specials,
             target: target.max(1),
+            max_uncut: MAX_UNCUT,
             carry: Vec::new(),
             offset: 0,
             eof: false,
             spare: Vec::new(),
         }
+    }
+
+    /// The same reader, cutting text with no safe cut at `max_uncut` bytes instead of [`MAX_UNCUT`].
+    #[cfg(test)]
+    fn with_max_uncut(mut self, max_uncut: usize) -> Self {
+        self.max_uncut = max_uncut;
+        self
     }
 
     /// Takes back the buffer of a chunk that is done with, to hold a later chunk. The reader keeps as
@@ -140,8 +186,13 @@ impl<R: Read> Iterator for ChunkReader<'_, R> {
             if let Some(cut) = last_safe_cut(&self.carry, self.specials, searched, limit) {
                 return Some(Ok(self.take(cut)));
             }
+            if limit >= self.max_uncut {
+                let cut = forced_cut(&self.carry, self.specials, self.max_uncut);
+                return Some(Ok(self.take(cut)));
+            }
             searched = limit;
-            want = self.carry.len() + self.target;
+            // Never past the bound and its look-ahead: the reads stop there until a chunk is taken.
+            want = (self.carry.len() + self.target).min(self.max_uncut + lookahead);
         }
     }
 }
@@ -180,6 +231,28 @@ mod tests {
         for target in 1..12 {
             for c in chunks(text, &["<|x y|>"], target) {
                 let s = std::str::from_utf8(&c.bytes).unwrap();
+                assert_eq!(s.matches("<|").count(), s.matches("|>").count(), "{s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn text_without_a_cut_is_cut_at_the_bound_on_a_character_boundary() {
+        let specials = SpecialTokens::new(&["<|x|>"]).unwrap();
+        // "é" is two bytes, so an odd bound falls inside a character; the special token must not be
+        // split either.
+        let text = format!("{}<|x|>{}", "é".repeat(20), "é".repeat(40));
+        let bytes = text.as_bytes();
+        for max_uncut in 5..60 {
+            let reader = ChunkReader::new(bytes, &specials, 4).with_max_uncut(max_uncut);
+            let parts: Vec<Chunk> = reader.map(Result::unwrap).collect();
+            assert!(parts.len() >= text.len() / (max_uncut + 5), "{max_uncut}");
+            let joined: Vec<u8> = parts.iter().flat_map(|c| c.bytes.clone()).collect();
+            assert_eq!(joined, bytes);
+            for c in &parts {
+                let s = std::str::from_utf8(&c.bytes).unwrap();
+                // The last chunk may also hold the look-ahead read past the bound.
+                assert!(c.bytes.len() <= max_uncut + 5, "{max_uncut}: {s:?}");
                 assert_eq!(s.matches("<|").count(), s.matches("|>").count(), "{s:?}");
             }
         }

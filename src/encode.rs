@@ -24,9 +24,11 @@
 //! tiktoken issue where 512 KiB of "x" took two minutes).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::bytes_map::{BytesMap, InlineKey, INLINE};
-use crate::chunks::{last_safe_cut, lookahead};
+use crate::chunks::{last_safe_cut, lookahead, next_safe_cut};
 use crate::error::{Error, Result};
 use crate::pairs::{pair_key, pair_table, PairTable, NO_MERGE};
 use crate::pretokenize::pretokenize;
@@ -37,6 +39,9 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Pieces at least this long take the bucket path ([`LongMerge`]).
 pub const LONG_PIECE: usize = 128;
+
+/// [`Encoder::encode_cancellable`] encodes about this many bytes between two looks at its flag.
+const CANCEL_BLOCK: usize = 1 << 20;
 
 /// How far ids may run past the number of tokens: ids index a table, so one huge id would make it
 /// huge (and an allocation failure aborts the process).
@@ -183,6 +188,47 @@ impl Encoder {
     pub fn encode(&self, text: &str, out: &mut Vec<u32>) {
         self.scratches
             .with(text.len(), |scratch| self.encode_with(text, out, scratch));
+    }
+
+    /// [`Self::encode`] that gives up with [`Error::Interrupted`] (and `out` half written) soon after
+    /// `cancel` is set: the text is encoded a block of about [`CANCEL_BLOCK`] bytes at a time, cut
+    /// where cutting changes nothing, and the merge loop of a long piece looks at `cancel` too.
+    pub fn encode_cancellable(
+        &self,
+        text: &str,
+        out: &mut Vec<u32>,
+        cancel: &Arc<AtomicBool>,
+    ) -> Result<()> {
+        let cancelled = || cancel.load(Ordering::Relaxed);
+        self.scratches.with(text.len(), |scratch| {
+            scratch.long.cancel = Some(Arc::clone(cancel));
+            let mut start = 0;
+            while start < text.len() && !cancelled() {
+                let end = self.block_end(text, start);
+                self.encode_with(&text[start..end], out, scratch);
+                start = end;
+            }
+            scratch.long.cancel = None;
+        });
+        if cancelled() {
+            return Err(Error::Interrupted);
+        }
+        Ok(())
+    }
+
+    /// The end of the block of [`Self::encode_cancellable`] that starts at `start`: the last safe cut
+    /// within [`CANCEL_BLOCK`] bytes, else the first one after, else the end of the text.
+    fn block_end(&self, text: &str, start: usize) -> usize {
+        let (bytes, specials) = (text.as_bytes(), &self.specials);
+        if text.len() - start <= CANCEL_BLOCK {
+            return text.len();
+        }
+        // Special tokens are shorter than a block, so `end` is past `start`.
+        let end = text.len() - lookahead(specials);
+        let to = (start + CANCEL_BLOCK).min(end);
+        last_safe_cut(bytes, specials, start + 1, to)
+            .or_else(|| next_safe_cut(bytes, specials, to, end))
+            .unwrap_or(text.len())
     }
 
     /// [`Self::encode`] with caller-kept buffers and caches (`encode_file` keeps one per worker thread).
@@ -678,6 +724,31 @@ mod tests {
             e.encode_prefix(&rest, true, &mut ids);
             assert_eq!(ids, whole, "split at {split}");
         }
+    }
+
+    #[test]
+    fn cancellable_encoding_equals_encoding_until_cancelled() {
+        let e = encoder(
+            &[b"ab", b"abab"],
+            &[(b"a", b"b"), (b"ab", b"ab")],
+            &["<|x y|>"],
+        );
+        // Blocks of ordinary text, then a piece longer than a block with no cut in it.
+        let text = format!(
+            "{}{}{}",
+            "ab abab<|x y|> b\n".repeat(CANCEL_BLOCK / 8),
+            "ab".repeat(CANCEL_BLOCK),
+            " ab"
+        );
+        let cancel = Arc::new(AtomicBool::new(false));
+        let mut ids = Vec::new();
+        e.encode_cancellable(&text, &mut ids, &cancel).unwrap();
+        assert_eq!(ids, encode(&e, &text));
+        cancel.store(true, Ordering::Relaxed);
+        assert!(matches!(
+            e.encode_cancellable(&text, &mut ids, &cancel),
+            Err(Error::Interrupted)
+        ));
     }
 
     #[test]

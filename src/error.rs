@@ -16,6 +16,8 @@ pub enum Error {
     VocabTooSmall { vocab_size: usize, minimum: usize },
     /// A special token is the empty string.
     EmptySpecialToken,
+    /// A special token longer than `max` bytes (see [`crate::special::MAX_SPECIAL_TOKEN_LEN`]).
+    SpecialTokenTooLong { len: usize, max: usize },
     /// The caller's progress callback asked to stop (for example on Ctrl-C).
     Interrupted,
     /// A vocabulary or merges that cannot make a tokenizer; the text says why.
@@ -57,6 +59,10 @@ impl fmt::Display for Error {
                  need at least {minimum}"
             ),
             Error::EmptySpecialToken => write!(f, "a special token must not be the empty string"),
+            Error::SpecialTokenTooLong { len, max } => write!(
+                f,
+                "a special token of {len} bytes is longer than the {max} bytes a special token may have"
+            ),
             Error::Interrupted => write!(f, "interrupted"),
             Error::InvalidVocab(why) => write!(f, "invalid vocabulary: {why}"),
             Error::UnknownId(id) => write!(f, "id {id} is not in the vocabulary"),

@@ -21,6 +21,8 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::encode::Encoder;
 use crate::pairs::{RecentPairs, NO_MERGE};
@@ -54,9 +56,15 @@ struct Bucket {
     sorted: bool,
 }
 
+/// How many positions a bucket merges between two looks at [`LongMerge::cancel`].
+const CANCEL_CHECK: usize = 1 << 16;
+
 /// The buffers of the long-piece merge loop, reused from piece to piece.
 #[derive(Default)]
 pub(crate) struct LongMerge {
+    /// When set, the loop gives up and its output is garbage: one piece of 100 MB of one letter takes
+    /// seconds, and Ctrl-C must not wait for it ([`Encoder::encode_cancellable`]).
+    pub(crate) cancel: Option<Arc<AtomicBool>>,
     nodes: Vec<Node>,
     /// Rank to 1 + its index in `buckets` (0: no bucket yet); all zero between pieces.
     slot_of: Vec<u32>,
@@ -111,6 +119,10 @@ impl LongMerge {
                 positions.dedup();
             }
             for (k, &i) in positions.iter().enumerate() {
+                if k % CANCEL_CHECK == 0 && self.cancelled() {
+                    self.ranks.clear();
+                    break;
+                }
                 if self.nodes[i as usize].rank != rank {
                     continue;
                 }
@@ -138,6 +150,12 @@ impl LongMerge {
         }
         self.buckets.clear();
         self.nodes.shrink_to(KEEP_POSITIONS);
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|cancel| cancel.load(Ordering::Relaxed))
     }
 
     /// Merges the pair at position `i` with the symbol after it, pushes the two pairs that changed,

@@ -3,16 +3,33 @@
 //! Matching is leftmost-longest (when `<|endoftext|>` and `<|endoftext|><|endoftext|>` are both special,
 //! the longer wins where both match), done by one Aho-Corasick automaton so that the cost is linear in the
 //! text whatever the number of tokens. The text between matches is pre-tokenized on its own.
+//!
+//! A special token is at most [`MAX_SPECIAL_TOKEN_LEN`] bytes. Whether a cut falls inside an occurrence
+//! ([`SpecialTokens::straddles`]) looks at the longest token's length on each side of every candidate
+//! cut, and reading a file holds that much text back: a token of megabytes made each of those cost
+//! megabytes. And the automaton must build in time linear in the tokens: aho-corasick's DFA, which it
+//! picks for a few tokens, built `"x" * 100_000` in 27 s (quadratic in a token that overlaps itself),
+//! so past [`DFA_MAX_TOTAL`] bytes of tokens the contiguous NFA is built instead (milliseconds).
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use memchr::memmem::Finder;
 
 use crate::error::{Error, Result};
+
+/// The longest special token accepted, in bytes (UTF-8). Real ones are a few dozen bytes.
+pub const MAX_SPECIAL_TOKEN_LEN: usize = 1024;
+
+/// Up to this many bytes of tokens in all, the matcher may be a DFA (the fastest to search; its build
+/// took 35 ms for one token of 1024 "x"), beyond it is a contiguous NFA (linear to build).
+const DFA_MAX_TOTAL: usize = 1024;
 
 /// A set of special tokens, deduplicated, in the order first given.
 #[derive(Clone, Debug)]
 pub struct SpecialTokens {
     tokens: Vec<String>,
     matcher: Option<AhoCorasick>,
+    /// A substring search for each token of two bytes or more, for [`Self::straddles`].
+    finders: Vec<Finder<'static>>,
     max_len: usize,
 }
 
@@ -25,7 +42,7 @@ pub enum Segment<'t> {
 
 impl SpecialTokens {
     /// Builds the matcher. Duplicates are dropped; an empty token is an error, since it would match
-    /// everywhere.
+    /// everywhere, and so is a token of more than [`MAX_SPECIAL_TOKEN_LEN`] bytes.
     pub fn new<S: AsRef<str>>(tokens: &[S]) -> Result<SpecialTokens> {
         let mut unique: Vec<String> = Vec::with_capacity(tokens.len());
         for t in tokens {
@@ -33,24 +50,38 @@ impl SpecialTokens {
             if t.is_empty() {
                 return Err(Error::EmptySpecialToken);
             }
+            if t.len() > MAX_SPECIAL_TOKEN_LEN {
+                return Err(Error::SpecialTokenTooLong {
+                    len: t.len(),
+                    max: MAX_SPECIAL_TOKEN_LEN,
+                });
+            }
             if !unique.iter().any(|u| u == t) {
                 unique.push(t.to_string());
             }
         }
+        let total: usize = unique.iter().map(String::len).sum();
         let matcher = if unique.is_empty() {
             None
         } else {
-            Some(
-                AhoCorasick::builder()
-                    .match_kind(MatchKind::LeftmostLongest)
-                    .build(&unique)
-                    .expect("special tokens are few and short enough for an automaton"),
-            )
+            let kind = (total > DFA_MAX_TOTAL).then_some(AhoCorasickKind::ContiguousNFA);
+            let matcher = AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .kind(kind)
+                .build(&unique)
+                .map_err(|e| Error::InvalidVocab(format!("special tokens: {e}")))?;
+            Some(matcher)
         };
+        let finders = unique
+            .iter()
+            .filter(|t| t.len() >= 2)
+            .map(|t| Finder::new(t.as_bytes()).into_owned())
+            .collect();
         let max_len = unique.iter().map(String::len).max().unwrap_or(0);
         Ok(SpecialTokens {
             tokens: unique,
             matcher,
+            finders,
             max_len,
         })
     }
@@ -98,10 +129,16 @@ impl SpecialTokens {
     /// Whether some occurrence of a special token covers both `bytes[pos - 1]` and `bytes[pos]`, so
     /// that cutting the text at `pos` could change what matches. Needs `max_len - 1` bytes on each side
     /// of `pos` to be exact; it is called with at least that many.
+    ///
+    /// One substring search per token, over the `2 * len - 2` bytes around `pos` where such an
+    /// occurrence must lie: linear in the token's length even when the text repeats it end to end
+    /// (comparing the token at each of its offsets took its length squared there).
     pub fn straddles(&self, bytes: &[u8], pos: usize) -> bool {
-        self.tokens.iter().any(|t| {
-            let t = t.as_bytes();
-            (1..t.len()).any(|k| pos >= k && bytes.get(pos - k..pos - k + t.len()) == Some(t))
+        self.finders.iter().any(|finder| {
+            let len = finder.needle().len();
+            let start = pos.saturating_sub(len - 1);
+            let end = pos.saturating_add(len - 1).min(bytes.len());
+            start < pos && pos < end && finder.find(&bytes[start..end]).is_some()
         })
     }
 }
@@ -142,6 +179,40 @@ mod tests {
             SpecialTokens::new(&["x", ""]),
             Err(Error::EmptySpecialToken)
         ));
+    }
+
+    #[test]
+    fn tokens_past_the_limit_are_refused_and_long_ones_build_at_once() {
+        let too_long = "x".repeat(MAX_SPECIAL_TOKEN_LEN + 1);
+        assert!(matches!(
+            SpecialTokens::new(&[too_long]),
+            Err(Error::SpecialTokenTooLong { len, max: MAX_SPECIAL_TOKEN_LEN }) if len == MAX_SPECIAL_TOKEN_LEN + 1
+        ));
+        // Many tokens that overlap themselves, 100 KB in all: the DFA took minutes on such sets.
+        let tokens: Vec<String> = (0..100)
+            .map(|i| format!("{}{i}", "x".repeat(MAX_SPECIAL_TOKEN_LEN - 3)))
+            .collect();
+        let start = std::time::Instant::now();
+        let s = SpecialTokens::new(&tokens).unwrap();
+        assert!(start.elapsed().as_secs() < 10, "{:?}", start.elapsed());
+        let text = format!("a{}b", tokens[42]);
+        assert_eq!(
+            parts(&s, &text),
+            [Segment::Text("a"), Segment::Special(42), Segment::Text("b")]
+        );
+    }
+
+    #[test]
+    fn straddles_agrees_with_comparing_at_every_offset() {
+        let s = SpecialTokens::new(&["abab", "ba", "x"]).unwrap();
+        let text = b"abababxbaab";
+        for pos in 0..=text.len() {
+            let naive = s.tokens().iter().any(|t| {
+                let t = t.as_bytes();
+                (1..t.len()).any(|k| pos >= k && text.get(pos - k..pos - k + t.len()) == Some(t))
+            });
+            assert_eq!(s.straddles(text, pos), naive, "{pos}");
+        }
     }
 
     #[test]

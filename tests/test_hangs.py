@@ -269,3 +269,135 @@ def test_ctrl_c_ends_the_wait_for_a_fifo_writer(tmp_path: Path) -> None:
     for name, waited in result.items():
         assert isinstance(waited, float) and waited < 5, (name, waited)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]
+
+
+def test_special_tokens_past_the_limit_are_refused_at_once_and_long_ones_stay_linear(tmp_path: Path) -> None:
+    # "x" * 100_000 took 27 s to build into a matcher. A token of 1024 bytes that the text repeats end
+    # to end puts an occurrence across every candidate cut: comparing the token at each offset cost
+    # its length squared per cut.
+    token = "a " * 512
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(token * 1000)
+    result = run_child(
+        """
+        corpus = sys.argv[1]
+        bytes_vocab = {i: bytes([i]) for i in range(256)}
+        refused = []
+        for build in [lambda t: bytepair.Tokenizer(bytes_vocab, [], [t]),
+                      lambda t: bytepair.train_bpe(corpus, 300, [t])]:
+            start = time.monotonic()
+            try:
+                build("x" * 100_000)
+            except ValueError as e:
+                refused.append([str(e), time.monotonic() - start])
+        token = "a " * 512
+        tok = bytepair.Tokenizer(bytes_vocab, [], [token])
+        text = open(corpus).read()
+        streamed = list(tok.encode_iterable([text[i : i + 4096] for i in range(0, len(text), 4096)]))
+        vocab, merges = bytepair.train_bpe(corpus, 300, [token], _chunk_size=1 << 16)
+        print(json.dumps({"refused": refused, "stream": streamed == [256] * 1000,
+                          "trained": [len(vocab), merges == []]}))
+        """,
+        str(corpus),
+        timeout=120,
+    )
+    message = "a special token of 100000 bytes is longer than the 1024 bytes a special token may have"
+    assert [m for m, _ in result["refused"]] == [message, message]
+    assert all(seconds < 5 for _, seconds in result["refused"]), result
+    assert result["stream"] and result["trained"] == [257, True]
+
+
+def test_ctrl_c_stops_training_on_input_with_no_place_to_cut(tmp_path: Path) -> None:
+    # /dev/zero never ends and has no safe cut: the chunk grew without bound (1.5 GB in 20 s) and
+    # Ctrl-C was ignored. Now it is cut every 16 MiB, progress goes on, and Ctrl-C stops it.
+    result = run_child(
+        """
+        reports = []
+
+        def progress(phase, done, total):
+            if not reports:
+                threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+            reports.append(done)
+
+        try:
+            bytepair.train_bpe("/dev/zero", 300, num_threads=2, progress=progress)
+        except KeyboardInterrupt:
+            pass
+        with open("/proc/self/status") as f:
+            peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+        print(json.dumps({"read_mb": max(reports) / 1e6, "peak_mb": peak}))
+        """,
+        timeout=120,
+    )
+    # Reading goes on at hundreds of MB/s; memory stays a few chunks of 16 MiB per thread.
+    assert result["read_mb"] > 32 and result["peak_mb"] < 600, result
+
+
+def test_a_long_run_with_no_cut_is_split_at_16_mib(tmp_path: Path) -> None:
+    # "a" then "at" repeated: one pre-token of 18 MB. Split at 16 MiB (an even offset), the first part
+    # ends in a lone "a" and the second starts with "t": the ids show where the cut fell.
+    corpus = tmp_path / "run.txt"
+    text = "a" + "at" * (9 << 20)
+    corpus.write_text(text)
+    result = run_child(
+        """
+        corpus, out = sys.argv[1], sys.argv[2]
+        import numpy as np
+        text = open(corpus).read()
+        cut = 16 << 20
+        parts = tok.encode(text[:cut]) + tok.encode(text[cut:])
+        tokens = tok.encode_file(corpus, out)
+        ids = np.load(out).tolist()
+        vocab, merges = bytepair.train_bpe(corpus, 258)
+        print(json.dumps({"as_parts": ids == parts and tokens == len(ids),
+                          "as_whole": ids == tok.encode(text), "trained": len(vocab)}))
+        """,
+        str(corpus),
+        str(tmp_path / "o.npy"),
+        timeout=300,
+    )
+    assert result["as_parts"] and not result["as_whole"]
+    assert result["trained"] == 258
+
+
+# A vocabulary whose merges join runs of "x" up to 1024 long, and a text of 1 MB runs of "x": each run is
+# one pre-token that the long-piece merge loop takes (tens of ns a byte), so a long text makes few ids.
+LONG_RUNS = """
+vocab = {i: bytes([i]) for i in range(256)}
+merges = []
+for k in range(10):
+    half = b"x" * (1 << k)
+    merges.append((half, half))
+    vocab[256 + k] = half + half
+tok = bytepair.Tokenizer(vocab, merges)
+text = ("x" * (1 << 20) + " ") * 48
+calls = {
+    "encode": lambda: tok.encode(text),
+    "encode_batch": lambda: tok.encode_batch([text[: len(text) // 8]] * 8),
+}
+result = {}
+for name, call in calls.items():
+    start = time.monotonic()
+    expected = call()
+    whole = time.monotonic() - start
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+    sent = time.monotonic() + 0.2
+    try:
+        call()
+        result[name] = {"finished": True}
+    except KeyboardInterrupt:
+        result[name] = {"whole": whole, "raised_after_signal": time.monotonic() - sent}
+    # The tokenizer goes on working: its pooled caches were not left half written.
+    result[name]["after"] = call() == expected
+print(json.dumps(result))
+"""
+
+
+def test_ctrl_c_stops_encode_and_encode_batch_long_before_they_finish() -> None:
+    # Before, both reacted to Ctrl-C only when done. The binding now checks for it every 20 ms and the
+    # engine stops within a block of 1 MB or 65536 merges: tens of milliseconds.
+    result = run_child(LONG_RUNS, timeout=300)
+    for name, r in result.items():
+        assert "raised_after_signal" in r, (name, r)
+        assert r["raised_after_signal"] < min(5, r["whole"] / 2), (name, r)
+        assert r["after"], name

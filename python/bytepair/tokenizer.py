@@ -49,7 +49,8 @@ class Tokenizer:
         in it (such as a token of one byte, ``"\\n"``) keeps its id. Text is split at every special token.
 
         Raises ValueError for a vocabulary that cannot encode: two ids with the same bytes, a byte
-        value with no id, or a merge whose parts or result are not in the vocabulary.
+        value with no id, or a merge whose parts or result are not in the vocabulary; and for a special
+        token of more than 1024 bytes (UTF-8).
         """
         if isinstance(special_tokens, str):
             raise TypeError("special_tokens must be a list of str, not a single str")
@@ -180,6 +181,7 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         """The ids of ``text``. Special tokens are always recognized (longest first where they overlap).
+        Ctrl-C stops a long text promptly (KeyboardInterrupt), as it does :meth:`encode_batch`.
 
         >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).encode("hi")
         [104, 105]
@@ -282,7 +284,9 @@ class Tokenizer:
     ) -> int:
         """Encodes the UTF-8 file ``input_path`` into a NumPy ``.npy`` file of ids and returns the number
         of tokens. Memory stays bounded whatever the file size. ``num_threads`` is as for
-        :meth:`encode_batch`: every core by default.
+        :meth:`encode_batch`: every core by default. Text with no place to cut safely in 16 MiB is cut
+        there at a character boundary, as :func:`bytepair.train_bpe` does: its ids are those of the two
+        parts encoded apart.
 
         ``dtype`` is ``numpy.uint16`` when every id fits (vocab_size <= 65536), else ``numpy.uint32``;
         forcing ``uint16`` with a larger id raises ValueError. The output appears only when complete:

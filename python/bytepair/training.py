@@ -67,13 +67,16 @@ def train_bpe(
     Args:
         input_path: a UTF-8 text file (a path: str, bytes or ``os.PathLike``), or a list of them, each
             its own document: no pre-token or pair spans two files, exactly as if they were joined by a
-            special token. Read in bounded pieces on ``num_threads`` threads; a pipe works too.
+            special token. Read in bounded pieces on ``num_threads`` threads; a pipe works too. Text
+            with no place to cut safely (whitespace after a non-space) in 16 MiB is cut there anyway,
+            at a character boundary: the pre-token across that cut counts as two. No real one is so long.
         vocab_size: the size of the result, counting the 256 bytes and the special tokens. Training
             stops early, without error, when no pair is left to merge.
         special_tokens: tokens such as ``"<|endoftext|>"``: they split documents, are never merged,
             and are added to the vocabulary once each (duplicates are dropped). A token of one byte
             (``"\\n"``) is that byte's token already: it keeps the byte's id, is not added again and so
             counts once in ``vocab_size`` (one more merge fits), and the text is still split at it.
+            A special token is at most 1024 bytes (UTF-8).
         num_threads: threads for reading and counting: a positive int, or None for every core. More than
             four per core are not started (they cannot make it faster); fewer run when not all can
             start.
@@ -95,7 +98,7 @@ def train_bpe(
             every file before training starts).
         ValueError: the input is not UTF-8 (the message gives the file and byte offset), ``vocab_size``
             is below 256 + the number of special tokens (of more than one byte), a special token is
-            empty, or ``input_path`` is an empty list.
+            empty or longer than 1024 bytes, or ``input_path`` is an empty list.
         TypeError: an argument of the wrong type (``stats`` not a dict), before any work.
         KeyboardInterrupt: Ctrl-C, which stops training promptly.
 
