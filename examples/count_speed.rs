@@ -30,7 +30,7 @@ fn main() {
     let scan = best(&|| bytepair::pretokenize(text).count());
     let count = best(&|| {
         let mut counts = bytepair::PreTokenCounts::default();
-        bytepair::count_text(text, &specials, &mut counts);
+        bytepair::count_text(text, &specials, &mut counts).unwrap();
         counts.len()
     });
     let mb = end as f64 / 1e6;

@@ -17,7 +17,7 @@ fn main() {
     let decode = |s: &str| -> Vec<u8> { s.chars().map(|c| table[&c]).collect() };
     let vocab: HashMap<String, u32> =
         serde_json::from_str(&std::fs::read_to_string(vocab_path).unwrap()).unwrap();
-    let vocab = vocab.iter().map(|(t, &id)| (id, decode(t))).collect();
+    let vocab: Vec<(u32, Vec<u8>)> = vocab.iter().map(|(t, &id)| (id, decode(t))).collect();
     let merges: Vec<(Vec<u8>, Vec<u8>)> = std::fs::read_to_string(merges_path)
         .unwrap()
         .lines()
@@ -27,7 +27,7 @@ fn main() {
             (decode(a), decode(b))
         })
         .collect();
-    let encoder = bytepair::Encoder::new(vocab, &merges, &["<|endoftext|>".to_string()]).unwrap();
+    let encoder = bytepair::Encoder::new(&vocab, &merges, &["<|endoftext|>".to_string()]).unwrap();
     let bytes = std::fs::read(text_path).unwrap();
     let mut end = (mb.parse::<usize>().unwrap() << 20).min(bytes.len());
     while end < bytes.len() && (bytes[end] & 0xC0) == 0x80 {
@@ -41,7 +41,7 @@ fn main() {
     for _ in 0..3 {
         let t = Instant::now();
         let mut ids = Vec::new();
-        encoder.encode(text, &mut ids);
+        encoder.encode(text, &mut ids).unwrap();
         times.push(t.elapsed().as_secs_f64());
         n = ids.len();
     }

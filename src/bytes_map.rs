@@ -13,8 +13,13 @@
 //! but 256 KB of tags, which stay in L2. Encoding asks the vocabulary about every piece it has not seen
 //! recently, and for the pieces that are not one token the answer is "absent"; with the tags, such a
 //! piece waits on one large table (the cache of merged pieces) instead of two.
+//!
+//! Every allocation of the map is fallible ([`AllocError`]): the map grows with the input (the counts
+//! of training), and an allocation that fails must become an error, not abort the process.
 
 use std::collections::HashMap;
+
+use crate::error::{try_vec, AllocError};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -136,23 +141,36 @@ impl InlineKey {
     }
 }
 
+/// The number of slots of an empty map: small enough to be made infallibly (1 KB).
+const MIN_SLOTS: usize = 16;
+
 impl<V: Copy + Default> Default for BytesMap<V> {
     fn default() -> Self {
-        Self::with_capacity(0)
+        BytesMap {
+            slots: vec![Slot::default(); MIN_SLOTS],
+            tags: vec![0; MIN_SLOTS],
+            mask: MIN_SLOTS - 1,
+            inline_len: 0,
+            long: FastMap::default(),
+        }
     }
 }
 
 impl<V: Copy + Default> BytesMap<V> {
-    pub fn with_capacity(n: usize) -> Self {
+    /// A map with room for `n` keys of at most [`INLINE`] bytes before it grows.
+    pub fn with_capacity(n: usize) -> Result<Self, AllocError> {
         // At most 5/8 full, so probes stay short.
-        let capacity = (n * 8 / 5 + 1).next_power_of_two().max(16);
-        BytesMap {
-            slots: vec![Slot::default(); capacity],
-            tags: vec![0; capacity],
+        let capacity = (n.saturating_mul(8) / 5 + 1)
+            .checked_next_power_of_two()
+            .ok_or(AllocError::of::<Slot<V>>(n))?
+            .max(MIN_SLOTS);
+        Ok(BytesMap {
+            slots: try_vec(Slot::default(), capacity)?,
+            tags: try_vec(0, capacity)?,
             mask: capacity - 1,
             inline_len: 0,
             long: FastMap::default(),
-        }
+        })
     }
 
     /// The slot holding `key`, or the empty slot where it would go.
@@ -175,8 +193,9 @@ impl<V: Copy + Default> BytesMap<V> {
         }
     }
 
-    /// The value of `key`, if present.
-    #[inline]
+    /// The value of `key`, if present. Always inlined: the encoder looks up segments of CJK words with
+    /// it, and left as a call there it cost 2% of encoding's instructions.
+    #[inline(always)]
     pub fn get(&self, key: &[u8]) -> Option<V> {
         let n = key.len();
         if n > INLINE || n == 0 {
@@ -192,26 +211,35 @@ impl<V: Copy + Default> BytesMap<V> {
         (self.tags[i] != 0).then(|| self.slots[i].value)
     }
 
-    /// The value of `key`, inserted as `V::default()` first if absent.
+    /// The value of `key`, inserted as `V::default()` first if absent; fails, leaving the map as it
+    /// was, when the map cannot grow.
     #[inline]
-    pub fn entry(&mut self, key: &[u8]) -> &mut V {
+    pub fn entry(&mut self, key: &[u8]) -> Result<&mut V, AllocError> {
         let n = key.len();
         if n > INLINE || n == 0 {
             if !self.long.contains_key(key) {
-                self.long.insert(key.into(), V::default());
+                self.long
+                    .try_reserve(1)
+                    .map_err(|_| AllocError::of::<(Box<[u8]>, V)>(self.long.len() + 1))?;
+                let mut owned = Vec::new();
+                owned
+                    .try_reserve_exact(n)
+                    .map_err(|_| AllocError::of::<u8>(n))?;
+                owned.extend_from_slice(key);
+                self.long.insert(owned.into_boxed_slice(), V::default());
             }
-            return self.long.get_mut(key).expect("inserted above");
+            return Ok(self.long.get_mut(key).expect("inserted above"));
         }
         self.entry_inline(&InlineKey::new(key))
     }
 
     /// [`Self::entry`] for the key `key` stands for.
     #[inline]
-    pub fn entry_inline(&mut self, key: &InlineKey) -> &mut V {
+    pub fn entry_inline(&mut self, key: &InlineKey) -> Result<&mut V, AllocError> {
         let mut i = self.find(key);
         if self.tags[i] == 0 {
             if (self.inline_len + 1) * 8 > self.slots.len() * 5 {
-                self.grow();
+                self.grow()?;
                 i = self.find(key);
             }
             self.tags[i] = key.tag();
@@ -223,13 +251,16 @@ impl<V: Copy + Default> BytesMap<V> {
             };
             self.inline_len += 1;
         }
-        &mut self.slots[i].value
+        Ok(&mut self.slots[i].value)
     }
 
-    fn grow(&mut self) {
+    /// Doubles the slots; fails, leaving the map as it was, when they cannot be allocated.
+    #[cold]
+    fn grow(&mut self) -> Result<(), AllocError> {
         let n = self.slots.len() * 2;
-        let old_slots = std::mem::replace(&mut self.slots, vec![Slot::default(); n]);
-        let old_tags = std::mem::replace(&mut self.tags, vec![0; n]);
+        let (slots, tags) = (try_vec(Slot::default(), n)?, try_vec(0, n)?);
+        let old_slots = std::mem::replace(&mut self.slots, slots);
+        let old_tags = std::mem::replace(&mut self.tags, tags);
         self.mask = n - 1;
         for (s, _) in old_slots.into_iter().zip(old_tags).filter(|&(_, t)| t != 0) {
             let key = InlineKey::from_words(s.lo, s.hi, s.len as usize);
@@ -237,6 +268,7 @@ impl<V: Copy + Default> BytesMap<V> {
             self.tags[i] = key.tag();
             self.slots[i] = s;
         }
+        Ok(())
     }
 
     /// The number of keys.
@@ -282,7 +314,7 @@ mod tests {
         let mut map: BytesMap<u64> = BytesMap::default();
         let mut reference: HashMap<Vec<u8>, u64> = HashMap::new();
         for (i, k) in keys.iter().enumerate() {
-            *map.entry(k) += i as u64;
+            *map.entry(k).unwrap() += i as u64;
             *reference.entry(k.clone()).or_default() += i as u64;
         }
         assert_eq!(map.len(), reference.len());
@@ -341,7 +373,7 @@ mod tests {
         ];
         let mut map: BytesMap<u32> = BytesMap::default();
         for (i, k) in keys.iter().enumerate() {
-            *map.entry(k) = i as u32;
+            *map.entry(k).unwrap() = i as u32;
         }
         for (i, k) in keys.iter().enumerate() {
             assert_eq!(map.get(k), Some(i as u32), "{k:?}");

@@ -136,7 +136,10 @@ impl<'s, R: Read> ChunkReader<'s, R> {
             return Ok(());
         }
         let missing = want - self.carry.len();
-        self.carry.reserve(missing);
+        // Fallible: the chunk grows with the input, and an abort would take the process with it.
+        self.carry
+            .try_reserve(missing)
+            .map_err(|_| std::io::ErrorKind::OutOfMemory)?;
         // `read_to_end` reads into the spare capacity without zeroing it first, and retries on
         // `Interrupted`.
         let read = self
@@ -148,8 +151,10 @@ impl<'s, R: Read> ChunkReader<'s, R> {
         Ok(())
     }
 
-    fn take(&mut self, end: usize) -> Chunk {
+    fn take(&mut self, end: usize) -> std::io::Result<Chunk> {
         let mut rest = self.spare.pop().unwrap_or_default();
+        rest.try_reserve(self.carry.len() - end)
+            .map_err(|_| std::io::ErrorKind::OutOfMemory)?;
         rest.extend_from_slice(&self.carry[end..]);
         self.carry.truncate(end);
         let bytes = std::mem::replace(&mut self.carry, rest);
@@ -158,7 +163,7 @@ impl<'s, R: Read> ChunkReader<'s, R> {
             bytes,
         };
         self.offset += end as u64;
-        chunk
+        Ok(chunk)
     }
 }
 
@@ -180,15 +185,15 @@ impl<R: Read> Iterator for ChunkReader<'_, R> {
                     return None;
                 }
                 let end = self.carry.len();
-                return Some(Ok(self.take(end)));
+                return Some(self.take(end));
             }
             let limit = self.carry.len() - lookahead.min(self.carry.len());
             if let Some(cut) = last_safe_cut(&self.carry, self.specials, searched, limit) {
-                return Some(Ok(self.take(cut)));
+                return Some(self.take(cut));
             }
             if limit >= self.max_uncut {
                 let cut = forced_cut(&self.carry, self.specials, self.max_uncut);
-                return Some(Ok(self.take(cut)));
+                return Some(self.take(cut));
             }
             searched = limit;
             // Never past the bound and its look-ahead: the reads stop there until a chunk is taken.

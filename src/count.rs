@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use crate::bytes_map::BytesMap;
 use crate::chunks::{Chunk, ChunkReader};
-use crate::error::{Error, Result};
+use crate::error::{try_vec, AllocError, Error, Result};
 use crate::input::open_input;
 use crate::pretokenize::pretokenize;
 use crate::progress::{Phase, Progress};
@@ -41,13 +41,9 @@ pub struct PreTokenCounts {
 const SHORT_SLOTS: usize = 256 + 65536;
 
 impl Default for PreTokenCounts {
+    /// Empty counts; panics where [`Self::new`] fails.
     fn default() -> Self {
-        PreTokenCounts {
-            short: vec![0; SHORT_SLOTS],
-            long: BytesMap::default(),
-            bytes: 0,
-            special_occurrences: 0,
-        }
+        Self::new().expect("512 KB for the counts of short pre-tokens")
     }
 }
 
@@ -72,14 +68,28 @@ fn short_slot(piece: &[u8]) -> Option<usize> {
     }
 }
 
+/// What the counts of pre-tokens are called in an out-of-memory error.
+const COUNTS: &str = "the counts of pre-tokens";
+
 impl PreTokenCounts {
-    /// Adds `n` occurrences of `piece`.
+    /// Empty counts, or the error of their allocation.
+    pub fn new() -> Result<PreTokenCounts> {
+        Ok(PreTokenCounts {
+            short: try_vec(0, SHORT_SLOTS).map_err(|e| e.named(COUNTS))?,
+            long: BytesMap::default(),
+            bytes: 0,
+            special_occurrences: 0,
+        })
+    }
+
+    /// Adds `n` occurrences of `piece`; fails, counting nothing, when the counts cannot grow.
     #[inline]
-    pub fn add(&mut self, piece: &[u8], n: u64) {
+    pub fn add(&mut self, piece: &[u8], n: u64) -> std::result::Result<(), AllocError> {
         match short_slot(piece) {
             Some(slot) => self.short[slot] += n,
-            None => *self.long.entry(piece) += n,
+            None => *self.long.entry(piece)? += n,
         }
+        Ok(())
     }
 
     /// The count of `piece` (0 if it never occurred).
@@ -123,17 +133,23 @@ impl PreTokenCounts {
     }
 
     /// Adds all of `other` to `self`.
-    pub fn merge(mut self, mut other: PreTokenCounts) -> PreTokenCounts {
+    pub fn merge(mut self, mut other: PreTokenCounts) -> Result<PreTokenCounts> {
         if self.long.len() < other.long.len() {
             std::mem::swap(&mut self, &mut other);
         }
         for (a, b) in self.short.iter_mut().zip(&other.short) {
             *a += b;
         }
-        other.long.for_each(|piece, n| *self.long.entry(piece) += n);
+        let mut failed = Ok(());
+        other.long.for_each(|piece, n| {
+            if failed.is_ok() {
+                failed = self.add(piece, n);
+            }
+        });
+        failed.map_err(|e| e.named(COUNTS))?;
         self.bytes += other.bytes;
         self.special_occurrences += other.special_occurrences;
-        self
+        Ok(self)
     }
 }
 
@@ -142,19 +158,23 @@ impl PreTokenCounts {
 pub const DEFAULT_CHUNK_SIZE: usize = 4 << 20;
 
 /// Adds the pre-tokens of `text` to `counts`; special tokens split the text and are counted apart
-/// ([`PreTokenCounts::special_occurrences`]).
-pub fn count_text(text: &str, specials: &SpecialTokens, counts: &mut PreTokenCounts) {
+/// ([`PreTokenCounts::special_occurrences`]). Fails when the counts cannot grow (out of memory), with
+/// some of the text counted.
+pub fn count_text(text: &str, specials: &SpecialTokens, counts: &mut PreTokenCounts) -> Result<()> {
     counts.bytes += text.len() as u64;
     for segment in specials.split(text) {
         match segment {
             Segment::Text(part) => {
                 for piece in pretokenize(part) {
-                    counts.add(piece.as_bytes(), 1);
+                    counts
+                        .add(piece.as_bytes(), 1)
+                        .map_err(|e| e.named(COUNTS))?;
                 }
             }
             Segment::Special(_) => counts.special_occurrences += 1,
         }
     }
+    Ok(())
 }
 
 /// Counts the pre-tokens of the file at `path` on `threads` threads (fewer when not all can start), the
@@ -192,42 +212,53 @@ pub fn count_file(
         match reader.next()? {
             Ok(chunk) => Some(chunk),
             Err(e) => {
-                fail(u64::MAX, Error::io(path, e));
+                fail(u64::MAX, Error::read(path, e, chunk_size));
                 None
             }
         }
     };
-    let count_chunk = |mut counts: PreTokenCounts, chunk: Chunk| {
-        match std::str::from_utf8(&chunk.bytes) {
-            Ok(text) => count_text(text, specials, &mut counts),
+    // A thread's counts are made with its first chunk (512 KB, which may not be there to allocate).
+    let count_chunk = |counts: Option<PreTokenCounts>, chunk: Chunk| {
+        let mut counts = match counts.map_or_else(PreTokenCounts::new, Ok) {
+            Ok(counts) => counts,
             Err(e) => {
-                let offset = chunk.offset + e.valid_up_to() as u64;
-                fail(
-                    offset,
-                    Error::InvalidUtf8 {
-                        path: path.to_path_buf(),
-                        offset,
-                    },
-                );
-                return counts;
+                fail(u64::MAX, e);
+                return None;
             }
+        };
+        let counted = std::str::from_utf8(&chunk.bytes)
+            .map_err(|e| {
+                let offset = chunk.offset + e.valid_up_to() as u64;
+                let error = Error::InvalidUtf8 {
+                    path: path.to_path_buf(),
+                    offset,
+                };
+                (offset, error)
+            })
+            .and_then(|text| count_text(text, specials, &mut counts).map_err(|e| (u64::MAX, e)));
+        if let Err((offset, e)) = counted {
+            fail(offset, e);
+            return Some(counts);
         }
         let n =
             done.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed) + chunk.bytes.len() as u64;
         if let Err(e) = progress.report(Phase::Count, n, total) {
             fail(u64::MAX, e);
         }
-        counts
+        Some(counts)
     };
-    let counts = run_on_threads(threads, || {
-        std::iter::from_fn(next_chunk).fold(PreTokenCounts::default(), count_chunk)
-    })
-    .into_iter()
-    .reduce(PreTokenCounts::merge)
-    .unwrap_or_default();
+    let mut counts: Option<PreTokenCounts> = None;
+    for thread in run_on_threads(threads, || {
+        std::iter::from_fn(next_chunk).fold(None, count_chunk)
+    }) {
+        counts = match (counts, thread) {
+            (Some(a), Some(b)) => a.merge(b).map_err(|e| fail(u64::MAX, e)).ok(),
+            (a, b) => a.or(b),
+        };
+    }
     match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some((_, e)) => Err(e),
-        None => Ok(counts),
+        None => counts.map_or_else(PreTokenCounts::new, Ok),
     }
 }
 
@@ -250,7 +281,7 @@ pub fn count_files<P: AsRef<Path>>(
             .map_err(|e| Error::io(path, e))?
             .len();
     }
-    let mut counts = PreTokenCounts::default();
+    let mut counts = PreTokenCounts::new()?;
     for path in paths {
         let progress = AfterEarlierFiles {
             inner: progress,
@@ -258,7 +289,7 @@ pub fn count_files<P: AsRef<Path>>(
             total,
         };
         let file = count_file(path.as_ref(), specials, chunk_size, threads, &progress)?;
-        counts = counts.merge(file);
+        counts = counts.merge(file)?;
     }
     Ok(counts)
 }
@@ -304,7 +335,7 @@ mod tests {
         let path = temp_file("chunks", text.as_bytes());
         let specials = SpecialTokens::new(&["<|eot|>"]).unwrap();
         let mut expected = PreTokenCounts::default();
-        count_text(&text, &specials, &mut expected);
+        count_text(&text, &specials, &mut expected).unwrap();
         assert_eq!(expected.get(b" cat"), 100);
         assert_eq!(expected.get(b"\n"), 100);
         assert_eq!(expected.get(b"<|eot|>"), 0);
@@ -326,7 +357,7 @@ mod tests {
         ];
         let specials = SpecialTokens::new(&["<|eot|>"]).unwrap();
         let mut expected = PreTokenCounts::default();
-        count_text(&format!("{a}<|eot|>{b}"), &specials, &mut expected);
+        count_text(&format!("{a}<|eot|>{b}"), &specials, &mut expected).unwrap();
         let counts = count_files(&paths, &specials, 3, 2, &Silent).unwrap();
         assert_eq!(counts.special_occurrences(), 1);
         assert_eq!(counts.bytes(), (a.len() + b.len()) as u64);

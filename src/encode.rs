@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use crate::bytes_map::{BytesMap, InlineKey, INLINE};
 use crate::chunks::{last_safe_cut, lookahead, next_safe_cut};
-use crate::error::{Error, Result};
+use crate::error::{try_reserve, try_vec, AllocError, Error, Result};
 use crate::pairs::{pair_key, pair_table, PairTable, NO_MERGE};
 use crate::pretokenize::pretokenize;
 use crate::scratch::{CacheCap, Scratch, ScratchPool};
@@ -47,20 +47,16 @@ const CANCEL_BLOCK: usize = 1 << 20;
 /// huge (and an allocation failure aborts the process).
 const MAX_ID_GAP: u32 = 1 << 20;
 
-/// Room for the ids of `len` bytes of text, reserved up front so that the id buffer is not regrown and
-/// copied: 0.75 ids per byte covers real text (English prose makes ~0.3, C code and CJK-heavy text
-/// ~0.5), and pages of the reservation that are never written cost no memory.
-pub(crate) fn ids_capacity(len: usize) -> usize {
-    len / 2 + len / 4 + 16
-}
+/// What the encoder's per-call buffers are called in out-of-memory errors.
+const CACHES: &str = "the encoder's caches";
 
 /// A vocabulary and merges, ready to encode and decode.
 #[derive(Debug)]
 pub struct Encoder {
     /// Token bytes to id, for whole pre-tokens.
     table: BytesMap<u32>,
-    /// Id to token bytes (None where the vocabulary has a gap).
-    tokens: Vec<Option<Box<[u8]>>>,
+    /// Id to token bytes.
+    tokens: TokenBytes,
     byte_ids: [u32; 256],
     pairs: PairTable,
     /// One more than the highest rank in `pairs`.
@@ -84,23 +80,28 @@ impl Encoder {
     /// Builds an encoder from `vocab` (id, bytes), `merges` in order of creation, and special tokens.
     ///
     /// A special token that is not in the vocabulary is appended with the next free id. Fails when two
-    /// ids share bytes, a byte value has no id, a merge names a token the vocabulary lacks, or a
-    /// special token is empty.
-    pub fn new(
-        vocab: Vec<(u32, Vec<u8>)>,
-        merges: &[(Vec<u8>, Vec<u8>)],
+    /// ids share bytes, a byte value has no id, a merge names a token the vocabulary lacks, a special
+    /// token is empty, or the tables do not fit in memory.
+    pub fn new<T: AsRef<[u8]>, M: AsRef<[u8]>>(
+        vocab: &[(u32, T)],
+        merges: &[(M, M)],
         specials: &[String],
     ) -> Result<Encoder> {
         let specials = SpecialTokens::new(specials)?;
-        let mut ids: FastMap<Box<[u8]>, u32> = FastMap::default();
-        ids.reserve(vocab.len());
+        let tables = |e: AllocError| e.named("the tables of the vocabulary");
+        // Borrowed keys: a vocabulary is tens of thousands of short tokens, and a copy of each would be
+        // as many small allocations that cannot fail softly.
+        let mut ids: FastMap<&[u8], u32> = FastMap::default();
+        ids.try_reserve(vocab.len() + specials.tokens().len())
+            .map_err(|_| tables(AllocError::of::<(&[u8], u32)>(vocab.len())))?;
         let mut max_id = 0;
         for (id, bytes) in vocab {
+            let (id, bytes) = (*id, bytes.as_ref());
             max_id = max_id.max(id);
-            if let Some(other) = ids.insert(bytes.clone().into_boxed_slice(), id) {
+            if let Some(other) = ids.insert(bytes, id) {
                 return Err(Error::InvalidVocab(format!(
                     "ids {other} and {id} are both {:?}; each token must be distinct",
-                    String::from_utf8_lossy(&bytes)
+                    String::from_utf8_lossy(bytes)
                 )));
             }
         }
@@ -112,7 +113,8 @@ impl Encoder {
                 ))
             })?;
         }
-        let mut special_ids = Vec::with_capacity(specials.tokens().len());
+        let mut special_ids = Vec::new();
+        try_reserve(&mut special_ids, specials.tokens().len()).map_err(tables)?;
         for t in specials.tokens() {
             let id = match ids.get(t.as_bytes()) {
                 Some(&id) => id,
@@ -120,7 +122,7 @@ impl Encoder {
                     max_id = max_id
                         .checked_add(1)
                         .ok_or(Error::InvalidVocab("vocabulary is full".into()))?;
-                    ids.insert(t.as_bytes().into(), max_id);
+                    ids.insert(t.as_bytes(), max_id);
                     max_id
                 }
             };
@@ -133,31 +135,28 @@ impl Encoder {
                 ids.len()
             )));
         }
-        let mut tokens = vec![None; max_id as usize + 1];
-        for (bytes, &id) in &ids {
-            tokens[id as usize] = Some(bytes.clone());
-        }
+        let tokens = TokenBytes::new(&ids, max_id).map_err(tables)?;
         let pairs = pair_table(&ids, merges, &specials)?;
         let rank_limit = pairs
             .values()
             .map(|&(rank, _)| rank as usize + 1)
             .max()
             .unwrap_or(0);
-        let mut byte_pairs = vec![NO_MERGE; 1 << 16];
+        let mut byte_pairs = try_vec(NO_MERGE, 1 << 16).map_err(tables)?;
         for (i, slot) in byte_pairs.iter_mut().enumerate() {
             let (a, b) = (byte_ids[i >> 8], byte_ids[i & 0xFF]);
             *slot = pairs.get(&pair_key(a, b)).copied().unwrap_or(NO_MERGE);
         }
-        let mut adjacent_in_token = vec![0u64; (1 << 16) / 64];
+        let mut adjacent_in_token = try_vec(0u64, (1 << 16) / 64).map_err(tables)?;
         for token in ids.keys() {
             for w in token.windows(2) {
                 let bit = (w[0] as usize) << 8 | w[1] as usize;
                 adjacent_in_token[bit / 64] |= 1 << (bit % 64);
             }
         }
-        let mut table = BytesMap::with_capacity(ids.len());
+        let mut table = BytesMap::with_capacity(ids.len()).map_err(tables)?;
         for (token, &id) in &ids {
-            *table.entry(token) = id;
+            *table.entry(token).map_err(tables)? = id;
         }
         Ok(Encoder {
             table,
@@ -176,7 +175,7 @@ impl Encoder {
 
     /// One more than the largest id.
     pub fn vocab_size(&self) -> usize {
-        self.tokens.len()
+        self.tokens.spans.len()
     }
 
     /// The special tokens and their ids.
@@ -185,9 +184,11 @@ impl Encoder {
     }
 
     /// Appends the ids of `text` to `out`, with caches kept from earlier calls (see [`ScratchPool`]).
-    pub fn encode(&self, text: &str, out: &mut Vec<u32>) {
+    /// Fails when memory runs out (`out` then holds the ids of part of the text).
+    pub fn encode(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
         self.scratches
-            .with(text.len(), |scratch| self.encode_with(text, out, scratch));
+            .with(text.len(), |scratch| self.encode_with(text, out, scratch))
+            .map_err(|e| e.named(CACHES))?
     }
 
     /// [`Self::encode`] that gives up with [`Error::Interrupted`] (and `out` half written) soon after
@@ -200,16 +201,21 @@ impl Encoder {
         cancel: &Arc<AtomicBool>,
     ) -> Result<()> {
         let cancelled = || cancel.load(Ordering::Relaxed);
-        self.scratches.with(text.len(), |scratch| {
-            scratch.long.cancel = Some(Arc::clone(cancel));
-            let mut start = 0;
-            while start < text.len() && !cancelled() {
-                let end = self.block_end(text, start);
-                self.encode_with(&text[start..end], out, scratch);
-                start = end;
-            }
-            scratch.long.cancel = None;
-        });
+        // The ids of the whole text reserved at once, rather than block by block as they grow.
+        try_reserve(out, text.len()).map_err(|e| e.of_text("the ids", text.len()))?;
+        self.scratches
+            .with(text.len(), |scratch| {
+                scratch.long.cancel = Some(Arc::clone(cancel));
+                let (mut start, mut encoded) = (0, Ok(()));
+                while start < text.len() && !cancelled() && encoded.is_ok() {
+                    let end = self.block_end(text, start);
+                    encoded = self.encode_with(&text[start..end], out, scratch);
+                    start = end;
+                }
+                scratch.long.cancel = None;
+                encoded
+            })
+            .map_err(|e| e.named(CACHES))??;
         if cancelled() {
             return Err(Error::Interrupted);
         }
@@ -233,7 +239,16 @@ impl Encoder {
 
     /// [`Self::encode`] with caller-kept buffers and caches (`encode_file` keeps one per worker thread).
     /// `scratch` must only ever be used with this encoder: it holds its ids.
-    pub(crate) fn encode_with(&self, text: &str, out: &mut Vec<u32>, scratch: &mut Scratch) {
+    pub(crate) fn encode_with(
+        &self,
+        text: &str,
+        out: &mut Vec<u32>,
+        scratch: &mut Scratch,
+    ) -> Result<()> {
+        // Room for the most ids the text can have, one per byte (a special token is one id for several
+        // bytes, a piece at most one id per byte), so that the loop below never grows `out`: pushes
+        // cannot fail, and pages of the reservation that are never written cost no memory.
+        try_reserve(out, text.len()).map_err(|e| e.of_text("the ids", text.len()))?;
         let bytes = text.as_bytes();
         for segment in self.specials.split(text) {
             match segment {
@@ -242,17 +257,19 @@ impl Encoder {
                     for piece in pretokenize(part) {
                         // The piece's offset in `text`, so that its key can be read in place.
                         let start = piece.as_ptr() as usize - bytes.as_ptr() as usize;
-                        self.encode_piece(bytes, start, piece.len(), out, scratch);
+                        self.encode_piece(bytes, start, piece.len(), out, scratch)
+                            .map_err(|e| e.named("merging a long pre-token"))?;
                     }
                 }
             }
         }
+        Ok(())
     }
 
     /// Encodes the longest prefix of `text` that ends where a cut is safe (all of it when `last`), and
     /// returns its length in bytes: streaming input holds back the rest until more text arrives, so the
-    /// ids equal those of the whole text however it is split.
-    pub fn encode_prefix(&self, text: &str, last: bool, out: &mut Vec<u32>) -> usize {
+    /// ids equal those of the whole text however it is split. Fails when memory runs out.
+    pub fn encode_prefix(&self, text: &str, last: bool, out: &mut Vec<u32>) -> Result<usize> {
         let end = if last {
             text.len()
         } else {
@@ -261,18 +278,28 @@ impl Encoder {
         };
         let text = &text[..end];
         self.stream_scratches
-            .with(text.len(), |scratch| self.encode_with(text, out, scratch));
-        end
+            .with(text.len(), |scratch| self.encode_with(text, out, scratch))
+            .map_err(|e| e.named(CACHES))??;
+        Ok(end)
     }
 
     /// Appends the ids of one pre-token (as [`pretokenize`] makes them), without looking for special
-    /// tokens or pre-tokens in it. `scratch` must only ever be used with this encoder.
-    pub(crate) fn encode_pretoken(&self, piece: &[u8], out: &mut Vec<u32>, scratch: &mut Scratch) {
-        self.encode_piece(piece, 0, piece.len(), out, scratch);
+    /// tokens or pre-tokens in it. `scratch` must only ever be used with this encoder. Fails when memory
+    /// runs out.
+    pub(crate) fn encode_pretoken(
+        &self,
+        piece: &[u8],
+        out: &mut Vec<u32>,
+        scratch: &mut Scratch,
+    ) -> Result<()> {
+        try_reserve(out, piece.len()).map_err(|e| e.named("the ids of a pre-token"))?;
+        self.encode_piece(piece, 0, piece.len(), out, scratch)
+            .map_err(|e| e.named("merging a long pre-token"))
     }
 
     /// Appends the ids of the pre-token `text[start..start + len]`: from the cache of recent pieces, as
-    /// a whole token, from the cache of merged pieces, or merged.
+    /// a whole token, from the cache of merged pieces, or merged. `out` must have room for `len` ids.
+    /// Fails only when merging a long piece runs out of memory; the caches are skipped when full.
     #[inline]
     fn encode_piece(
         &self,
@@ -281,13 +308,13 @@ impl Encoder {
         len: usize,
         out: &mut Vec<u32>,
         scratch: &mut Scratch,
-    ) {
+    ) -> std::result::Result<(), AllocError> {
         let piece = &text[start..start + len];
         if len > INLINE {
             match self.table.get(piece) {
                 Some(id) => out.push(id),
                 None if len >= LONG_PIECE => {
-                    self.merge_segments(piece, out, scratch);
+                    self.merge_segments(piece, out, scratch)?;
                 }
                 None => match scratch.cache.get(piece) {
                     Some(ids) => scratch.push_cached(ids, out),
@@ -298,25 +325,25 @@ impl Encoder {
                         // such pieces (sentences of CJK text) rarely recur. Japanese +7% (first
                         // call). Pieces of `LONG_PIECE` bytes or more are never cached: they rarely
                         // repeat, and caching them would let memory grow with the text.
-                        if self.merge_segments(piece, out, scratch) * 4 <= len {
-                            *scratch.cache.entry(piece) = Self::keep(before, out, scratch);
+                        if self.merge_segments(piece, out, scratch)? * 4 <= len {
+                            Self::keep(piece, None, before, out, scratch);
                         }
                     }
                 },
             }
-            return;
+            return Ok(());
         }
         // One and two bytes are half the pieces of C code and a third of prose's (code +7% faster,
         // prose +4% with the byte tables).
         if self.encode_bytes(piece, out) {
-            return;
+            return Ok(());
         }
         let key = InlineKey::at(text, start, len);
         if let Some(ids) = scratch.recent.get(&key) {
             for &id in ids {
                 out.push(id);
             }
-            return;
+            return Ok(());
         }
         let before = out.len();
         match self.table.get_inline(&key) {
@@ -324,37 +351,43 @@ impl Encoder {
             None => match scratch.cache.get_inline(&key) {
                 Some(ids) => scratch.push_cached(ids, out),
                 None => {
-                    *scratch.cache.entry_inline(&key) = self.merge_and_keep(piece, out, scratch)
+                    self.merge_segments(piece, out, scratch)?;
+                    Self::keep(piece, Some(&key), before, out, scratch);
                 }
             },
         }
         scratch.recent.insert(&key, &out[before..]);
+        Ok(())
     }
 
-    /// Appends the ids of a piece of at most [`INLINE`] bytes that is not one token, and keeps a copy of
-    /// them for the cache of merged pieces; returns where the copy is.
-    fn merge_and_keep(
-        &self,
+    /// Keeps the ids `out[before..]` of `piece` (whose key is `key` when it is at most [`INLINE`]
+    /// bytes) in the cache of merged pieces: in the cache's id array, and where they are in the cache.
+    /// A cache that cannot grow (out of memory) keeps nothing: it only saves time.
+    fn keep(
         piece: &[u8],
-        out: &mut Vec<u32>,
+        key: Option<&InlineKey>,
+        before: usize,
+        out: &[u32],
         scratch: &mut Scratch,
-    ) -> (u32, u32) {
-        let before = out.len();
-        self.merge_segments(piece, out, scratch);
-        Self::keep(before, out, scratch)
-    }
-
-    /// Copies the ids `out[before..]` into the cache's id array and returns where they are.
-    fn keep(before: usize, out: &[u32], scratch: &mut Scratch) -> (u32, u32) {
+    ) {
         // Started over before the ids would pass the cap, so that the array never doubles past it.
         let (adding, cap) = (out.len() - before, scratch.cap);
         if scratch.cache.len() >= cap.pieces || scratch.cached_ids.len() + adding > cap.ids {
             scratch.cache.clear();
             scratch.cached_ids.clear();
         }
-        let start = scratch.cached_ids.len() as u32;
-        scratch.cached_ids.extend_from_slice(&out[before..]);
-        (start, adding as u32)
+        let start = scratch.cached_ids.len();
+        if try_reserve(&mut scratch.cached_ids, adding).is_err() {
+            return;
+        }
+        let entry = match key {
+            Some(key) => scratch.cache.entry_inline(key),
+            None => scratch.cache.entry(piece),
+        };
+        if let Ok(entry) = entry {
+            *entry = (start as u32, adding as u32);
+            scratch.cached_ids.extend_from_slice(&out[before..]);
+        }
     }
 
     /// Appends the ids of a piece that is not one token one segment at a time, cut between every two
@@ -368,42 +401,60 @@ impl Encoder {
     /// Encoding 20 MB of Japanese and Chinese man pages went from 51 to 77 MB/s (one core, first call).
     /// It also keeps a run of one emoji from being one long merge.
     #[inline(never)]
-    fn merge_segments(&self, piece: &[u8], out: &mut Vec<u32>, scratch: &mut Scratch) -> usize {
+    fn merge_segments(
+        &self,
+        piece: &[u8],
+        out: &mut Vec<u32>,
+        scratch: &mut Scratch,
+    ) -> std::result::Result<usize, AllocError> {
         let (mut start, mut segments) = (0, 1);
         for end in 1..piece.len() {
             if !self.adjacent_in_token(piece[end - 1], piece[end]) {
-                self.encode_segment(&piece[start..end], out, scratch);
+                self.encode_segment(&piece[start..end], out, scratch)?;
                 (start, segments) = (end, segments + 1);
             }
         }
         if start == 0 {
-            self.merge_uncut(piece, out, scratch);
+            self.merge_uncut(piece, out, scratch)?;
         } else {
-            self.encode_segment(&piece[start..], out, scratch);
+            self.encode_segment(&piece[start..], out, scratch)?;
         }
-        segments
+        Ok(segments)
     }
 
-    /// Appends the ids of a piece or segment that has no cut, by the merge loop for its length.
-    fn merge_uncut(&self, piece: &[u8], out: &mut Vec<u32>, scratch: &mut Scratch) {
+    /// Appends the ids of a piece or segment that has no cut, by the merge loop for its length. Only
+    /// the long loop allocates (the short one's buffers are reserved in [`Scratch`]), so only it fails.
+    fn merge_uncut(
+        &self,
+        piece: &[u8],
+        out: &mut Vec<u32>,
+        scratch: &mut Scratch,
+    ) -> std::result::Result<(), AllocError> {
         if piece.len() >= LONG_PIECE {
             scratch.long.merge(self, &mut scratch.pairs, piece, out)
         } else {
-            self.merge_short(piece, out, scratch)
+            self.merge_short(piece, out, scratch);
+            Ok(())
         }
     }
 
     /// Appends the ids of a segment of a piece: from the byte tables, as a token, or merged. Segments
     /// are not cached: in the cache they took the place of whole pieces, which made European text 4%
     /// slower.
-    fn encode_segment(&self, segment: &[u8], out: &mut Vec<u32>, scratch: &mut Scratch) {
+    fn encode_segment(
+        &self,
+        segment: &[u8],
+        out: &mut Vec<u32>,
+        scratch: &mut Scratch,
+    ) -> std::result::Result<(), AllocError> {
         if self.encode_bytes(segment, out) {
-            return;
+            return Ok(());
         }
         match self.table.get(segment) {
             Some(id) => out.push(id),
-            None => self.merge_uncut(segment, out, scratch),
+            None => self.merge_uncut(segment, out, scratch)?,
         }
+        Ok(())
     }
 
     /// Appends the ids of a piece of one or two bytes from the byte tables, without a key or a cache,
@@ -489,20 +540,57 @@ impl Encoder {
         out.extend_from_slice(symbols);
     }
 
-    /// The bytes of `ids`, concatenated. Fails on an id that has no token.
+    /// Appends the bytes of `ids`, concatenated, to `out`. Fails on an id that has no token, and when
+    /// `out` cannot grow (out of memory).
     pub fn decode(&self, ids: impl IntoIterator<Item = u64>, out: &mut Vec<u8>) -> Result<()> {
         for id in ids {
-            match self.tokens.get(id as usize) {
-                Some(Some(bytes)) if id <= u32::MAX as u64 => out.extend_from_slice(bytes),
-                _ => return Err(Error::UnknownId(id)),
+            let bytes = u32::try_from(id)
+                .ok()
+                .and_then(|id| self.token_bytes(id))
+                .ok_or(Error::UnknownId(id))?;
+            if out.capacity() - out.len() < bytes.len() {
+                try_reserve(out, bytes.len()).map_err(|e| e.named("the decoded bytes"))?;
             }
+            out.extend_from_slice(bytes);
         }
         Ok(())
     }
 
     /// The bytes of one token, if the id has one.
     pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
-        self.tokens.get(id as usize)?.as_deref()
+        let &(start, end) = self.tokens.spans.get(id as usize)?;
+        (start != NO_TOKEN).then(|| &self.tokens.bytes[start as usize..end as usize])
+    }
+}
+
+/// The start of the span of an id that has no token.
+const NO_TOKEN: u32 = u32::MAX;
+
+/// The bytes of every token, end to end in one allocation (not one per token), and each id's span of
+/// them (`NO_TOKEN` where the vocabulary has a gap).
+#[derive(Debug)]
+struct TokenBytes {
+    bytes: Vec<u8>,
+    spans: Vec<(u32, u32)>,
+}
+
+impl TokenBytes {
+    fn new(ids: &FastMap<&[u8], u32>, max_id: u32) -> std::result::Result<TokenBytes, AllocError> {
+        let total: usize = ids.keys().map(|t| t.len()).sum();
+        if total >= NO_TOKEN as usize {
+            return Err(AllocError { bytes: total });
+        }
+        let mut tokens = TokenBytes {
+            bytes: Vec::new(),
+            spans: try_vec((NO_TOKEN, NO_TOKEN), max_id as usize + 1)?,
+        };
+        try_reserve(&mut tokens.bytes, total)?;
+        for (bytes, &id) in ids {
+            let start = tokens.bytes.len() as u32;
+            tokens.bytes.extend_from_slice(bytes);
+            tokens.spans[id as usize] = (start, tokens.bytes.len() as u32);
+        }
+        Ok(tokens)
     }
 }
 
@@ -520,12 +608,12 @@ mod tests {
             .map(|(a, b)| (a.to_vec(), b.to_vec()))
             .collect();
         let specials: Vec<String> = specials.iter().map(|s| s.to_string()).collect();
-        Encoder::new(vocab, &merges, &specials).unwrap()
+        Encoder::new(&vocab, &merges, &specials).unwrap()
     }
 
     fn encode(e: &Encoder, text: &str) -> Vec<u32> {
         let mut out = Vec::new();
-        e.encode(text, &mut out);
+        e.encode(text, &mut out).unwrap();
         out
     }
 
@@ -556,12 +644,13 @@ mod tests {
                 e.merge_short(
                     piece.as_bytes(),
                     &mut short,
-                    &mut Scratch::for_text(0, CacheCap::CALL),
+                    &mut Scratch::for_text(0, CacheCap::CALL).unwrap(),
                 );
-                let mut scratch = Scratch::for_text(0, CacheCap::CALL);
+                let mut scratch = Scratch::for_text(0, CacheCap::CALL).unwrap();
                 scratch
                     .long
-                    .merge(&e, &mut scratch.pairs, piece.as_bytes(), &mut long);
+                    .merge(&e, &mut scratch.pairs, piece.as_bytes(), &mut long)
+                    .unwrap();
                 assert_eq!(short, long, "{n} {tail}");
             }
         }
@@ -592,7 +681,7 @@ mod tests {
             .collect();
         let specials = SpecialTokens::new::<&str>(&[]).unwrap();
         let mut counts = crate::count::PreTokenCounts::default();
-        crate::count::count_text(&words, &specials, &mut counts);
+        crate::count::count_text(&words, &specials, &mut counts).unwrap();
         let trained =
             crate::train::train_counts(&counts, 60, &specials, &crate::progress::Silent).unwrap();
         let vocab = trained.vocab.iter().enumerate();
@@ -602,17 +691,20 @@ mod tests {
             .iter()
             .map(|&(a, b)| (vocab[a as usize].1.clone(), vocab[b as usize].1.clone()))
             .collect();
-        let e = Encoder::new(vocab, &merges, &[]).unwrap();
+        let e = Encoder::new(&vocab, &merges, &[]).unwrap();
         let mut cut = 0;
         for round in 0..2000 {
             let len = 2 + xorshift(&mut seed) as usize % if round % 10 == 0 { 400 } else { 40 };
             let piece: Vec<u8> = (0..len)
                 .map(|_| b"aabbxyyx"[xorshift(&mut seed) as usize % 8])
                 .collect();
-            let mut scratch = Scratch::for_text(0, CacheCap::CALL);
+            let mut scratch = Scratch::for_text(0, CacheCap::CALL).unwrap();
             let (mut whole, mut segmented) = (Vec::new(), Vec::new());
-            e.merge_uncut(&piece, &mut whole, &mut scratch);
-            if e.merge_segments(&piece, &mut segmented, &mut scratch) > 1 {
+            e.merge_uncut(&piece, &mut whole, &mut scratch).unwrap();
+            if e.merge_segments(&piece, &mut segmented, &mut scratch)
+                .unwrap()
+                > 1
+            {
                 cut += 1;
             }
             let text = String::from_utf8_lossy(&piece);
@@ -631,7 +723,7 @@ mod tests {
                 .collect();
             let specials = SpecialTokens::new::<&str>(&[]).unwrap();
             let mut counts = crate::count::PreTokenCounts::default();
-            crate::count::count_text(&text, &specials, &mut counts);
+            crate::count::count_text(&text, &specials, &mut counts).unwrap();
             let trained =
                 crate::train::train_counts(&counts, 40, &specials, &crate::progress::Silent)
                     .unwrap();
@@ -651,7 +743,7 @@ mod tests {
                     )
                 })
                 .collect();
-            let e = Encoder::new(vocab, &merges, &[]).unwrap();
+            let e = Encoder::new(&vocab, &merges, &[]).unwrap();
             for len in [2, 3, 10, 129, 500] {
                 let piece: Vec<u8> = (0..len)
                     .map(|_| alphabet[xorshift(&mut seed) as usize % alphabet.len()])
@@ -660,12 +752,13 @@ mod tests {
                 e.merge_short(
                     &piece,
                     &mut short,
-                    &mut Scratch::for_text(0, CacheCap::CALL),
+                    &mut Scratch::for_text(0, CacheCap::CALL).unwrap(),
                 );
-                let mut scratch = Scratch::for_text(0, CacheCap::CALL);
+                let mut scratch = Scratch::for_text(0, CacheCap::CALL).unwrap();
                 scratch
                     .long
-                    .merge(&e, &mut scratch.pairs, &piece, &mut long);
+                    .merge(&e, &mut scratch.pairs, &piece, &mut long)
+                    .unwrap();
                 assert_eq!(
                     short,
                     long,
@@ -698,13 +791,14 @@ mod tests {
                 .chain(extra)
                 .collect()
         };
-        let dup = Encoder::new(vocab(vec![(256, b"a".to_vec())]), &[], &[]);
+        const NO_MERGES: &[(Vec<u8>, Vec<u8>)] = &[];
+        let dup = Encoder::new(&vocab(vec![(256, b"a".to_vec())]), NO_MERGES, &[]);
         assert!(matches!(dup, Err(Error::InvalidVocab(m)) if m.contains("both")));
-        let missing = Encoder::new(vocab(vec![]), &[(b"a".to_vec(), b"b".to_vec())], &[]);
+        let missing = Encoder::new(&vocab(vec![]), &[(b"a".to_vec(), b"b".to_vec())], &[]);
         assert!(matches!(missing, Err(Error::InvalidVocab(m)) if m.contains("merge 0 (result)")));
-        let no_byte = Encoder::new(vec![(0, b"a".to_vec())], &[], &[]);
+        let no_byte = Encoder::new(&[(0, b"a".to_vec())], NO_MERGES, &[]);
         assert!(matches!(no_byte, Err(Error::InvalidVocab(m)) if m.contains("byte 0x00")));
-        let huge_id = Encoder::new(vocab(vec![(u32::MAX - 1, b"ab".to_vec())]), &[], &[]);
+        let huge_id = Encoder::new(&vocab(vec![(u32::MAX - 1, b"ab".to_vec())]), NO_MERGES, &[]);
         assert!(matches!(huge_id, Err(Error::InvalidVocab(m)) if m.contains("too large")));
     }
 
@@ -719,9 +813,9 @@ mod tests {
             }
             // Feed text[..split], keep the tail, then feed the rest as the last piece.
             let mut ids = Vec::new();
-            let used = e.encode_prefix(&text[..split], false, &mut ids);
+            let used = e.encode_prefix(&text[..split], false, &mut ids).unwrap();
             let rest = format!("{}{}", &text[used..split], &text[split..]);
-            e.encode_prefix(&rest, true, &mut ids);
+            e.encode_prefix(&rest, true, &mut ids).unwrap();
             assert_eq!(ids, whole, "split at {split}");
         }
     }

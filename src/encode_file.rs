@@ -8,15 +8,14 @@
 //! interruption leaves no partial `.npy` (see [`crate::output`], which also keeps devices, directories
 //! and the input itself from being replaced).
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::{Condvar, Mutex, PoisonError};
 
 use crate::chunks::{Chunk, ChunkReader};
-use crate::encode::{ids_capacity, Encoder};
-use crate::error::{Error, Result};
+use crate::encode::Encoder;
+use crate::error::{try_reserve, Error, Result};
 use crate::input::open_input;
 use crate::npy_writer::{npy_header, NpyWriter};
 use crate::output::Output;
@@ -47,7 +46,12 @@ impl Dtype {
     }
 }
 
-/// The chunks of the input, handed to workers in order.
+/// An encoded chunk (its bytes in the output's dtype, its number of tokens, its length in the input),
+/// or the error that stopped it.
+type Encoded = Result<(Vec<u8>, u64, u64)>;
+
+/// The chunks of the input, handed to workers in order, and the encoded chunks on their way to the
+/// writer.
 struct Queue<'s> {
     chunks: ChunkReader<'s, File>,
     /// The sequence number of the next chunk to hand out.
@@ -56,35 +60,52 @@ struct Queue<'s> {
     written: u64,
     /// Set when writing failed or finished: workers take no more chunks.
     stop: bool,
+    /// Encoded chunks not yet written, by sequence number, in any order: at most one per chunk in
+    /// flight, so a vector reserved for them never grows (a channel or an ordered map allocated as
+    /// chunks went by, and an allocation that fails there aborts the process).
+    encoded: Vec<(u64, Encoded)>,
+    /// Workers that may still add to `encoded`.
+    workers: usize,
     /// Output buffers that were written, for the next chunks (as [`ChunkReader::recycle`] does for the
     /// input): at most one per chunk in flight.
     spare_out: Vec<Vec<u8>>,
 }
 
 /// A worker's own buffers, kept from chunk to chunk.
+#[derive(Default)]
 struct Worker {
-    /// Caches stay warm for the whole file.
-    scratch: Scratch,
+    /// Caches stay warm for the whole file. Made with the first chunk, so that failing to allocate
+    /// them is that chunk's error.
+    scratch: Option<Scratch>,
     ids: Vec<u32>,
     /// The input buffer of the last chunk, to hand back to the reader.
     done_with: Option<Vec<u8>>,
 }
 
-impl Worker {
-    fn new(chunk_size: usize) -> Worker {
-        Worker {
-            scratch: Scratch::for_text(chunk_size, CacheCap::CALL),
-            ids: Vec::new(),
-            done_with: None,
-        }
+/// Counts a worker out when it ends, by returning or by panicking, and wakes the writer.
+struct WorkerDone<'a, 's>(&'a Mutex<Queue<'s>>, &'a Condvar);
+
+impl Drop for WorkerDone<'_, '_> {
+    fn drop(&mut self) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .workers -= 1;
+        self.1.notify_all();
     }
 }
 
-/// Writes `ids` into `out` as the little-endian bytes of `dtype`; fails on an id that does not fit.
+/// Writes `ids` into `out` as the little-endian bytes of `dtype`; fails on an id that does not fit,
+/// and when `out` cannot be allocated.
 fn to_le_bytes(ids: &[u32], dtype: Dtype, out: &mut Vec<u8>) -> Result<()> {
     // Into a buffer of the final size, in fixed-size steps: the compiler vectorizes this, where
     // collecting a flat_map went byte by byte.
     out.clear();
+    let width = match dtype {
+        Dtype::U16 => 2,
+        Dtype::U32 => 4,
+    };
+    try_reserve(out, ids.len() * width).map_err(|e| e.named("the output of a chunk"))?;
     match dtype {
         Dtype::U16 => {
             out.resize(ids.len() * 2, 0);
@@ -134,33 +155,46 @@ pub fn encode_file(
     let mut out = NpyWriter::new(out_file).map_err(write_err)?;
 
     let threads = thread_count(threads);
-    // `ids` is the worker's own buffer, reused from chunk to chunk; `bytes` comes from `spare_out`.
-    let encode_chunk =
-        |chunk: &Chunk, scratch: &mut Scratch, ids: &mut Vec<u32>, mut bytes: Vec<u8>| {
-            let text = std::str::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
-                path: input.to_path_buf(),
-                offset: chunk.offset + e.valid_up_to() as u64,
-            })?;
-            ids.clear();
-            ids.reserve(ids_capacity(text.len()));
-            encoder.encode_with(text, ids, scratch);
-            to_le_bytes(ids, dtype, &mut bytes)?;
-            Ok::<_, Error>((bytes, ids.len() as u64))
+    // `bytes` comes from `spare_out`.
+    let encode_chunk = |chunk: &Chunk, worker: &mut Worker, mut bytes: Vec<u8>| {
+        let text = std::str::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
+            path: input.to_path_buf(),
+            offset: chunk.offset + e.valid_up_to() as u64,
+        })?;
+        let scratch = match &mut worker.scratch {
+            Some(scratch) => scratch,
+            None => worker.scratch.insert(
+                Scratch::for_text(chunk_size, CacheCap::CALL)
+                    .map_err(|e| e.named("the encoder's caches"))?,
+            ),
         };
+        worker.ids.clear();
+        encoder.encode_with(text, &mut worker.ids, scratch)?;
+        to_le_bytes(&worker.ids, dtype, &mut bytes)?;
+        Ok::<_, Error>((bytes, worker.ids.len() as u64))
+    };
 
     // Each worker takes the next chunk from the reader, encodes it and sends it on; this thread writes
     // the chunks in order. So reading overlaps encoding (a worker reads while the others encode), and
     // no worker waits for the slowest chunk of a batch. A worker only takes a chunk within `window`
     // chunks of the next one to write, which bounds memory however uneven the chunks.
-    let window = 2 * threads as u64;
+    let window = 2 * threads;
+    let (mut encoded, mut spare_out) = (Vec::new(), Vec::new());
+    try_reserve(&mut encoded, window).map_err(|e| e.named("the queue of chunks"))?;
+    try_reserve(&mut spare_out, window).map_err(|e| e.named("the queue of chunks"))?;
     let queue = Mutex::new(Queue {
         chunks,
         next: 0,
         written: 0,
         stop: false,
-        spare_out: Vec::new(),
+        encoded,
+        workers: 0,
+        spare_out,
     });
-    let room = Condvar::new();
+    let window = window as u64;
+    // `room`: a chunk was written (workers may take more); `ready`: a chunk was encoded or a worker
+    // ended (the writer may go on).
+    let (room, ready) = (Condvar::new(), Condvar::new());
     let lock = || queue.lock().unwrap_or_else(PoisonError::into_inner);
     // Takes the next chunk, once fewer than `window` wait to be written, and encodes it; `None` at
     // the end of the input or once told to stop.
@@ -180,10 +214,14 @@ pub fn encode_file(
             let chunk = q.chunks.next()?;
             q.next += 1;
             let bytes = q.spare_out.pop().unwrap_or_default();
-            (seq, chunk.map_err(|e| Error::io(input, e)), bytes)
+            (
+                seq,
+                chunk.map_err(|e| Error::read(input, e, chunk_size)),
+                bytes,
+            )
         };
         let encoded = chunk.and_then(|chunk| {
-            let (bytes, n) = encode_chunk(&chunk, &mut worker.scratch, &mut worker.ids, bytes)?;
+            let (bytes, n) = encode_chunk(&chunk, worker, bytes)?;
             let len = chunk.bytes.len() as u64;
             worker.done_with = Some(chunk.bytes);
             Ok((bytes, n, len))
@@ -192,18 +230,20 @@ pub fn encode_file(
     };
     let encode_next = &encode_next;
     let (tokens, out) = std::thread::scope(|scope| -> Result<(u64, NpyWriter)> {
-        let (send, receive) = std::sync::mpsc::channel::<(u64, Result<(Vec<u8>, u64, u64)>)>();
-        let mut workers = Vec::with_capacity(threads);
+        let mut workers = Vec::new();
+        // Room reserved for as many workers as asked for (a few): pushing cannot allocate.
+        try_reserve(&mut workers, threads).map_err(|e| e.named("the queue of chunks"))?;
         for _ in 0..threads {
-            let send = send.clone();
-            let (room, lock) = (&room, &lock);
+            let (room, ready, lock, queue) = (&room, &ready, &lock, &queue);
+            lock().workers += 1;
             let started = std::thread::Builder::new().spawn_scoped(scope, move || {
-                let mut worker = Worker::new(chunk_size);
+                let _done = WorkerDone(queue, ready);
+                let mut worker = Worker::default();
                 let work = || {
                     while let Some(encoded) = encode_next(&mut worker) {
-                        if send.send(encoded).is_err() {
-                            return;
-                        }
+                        // Room reserved: at most `window` chunks are between `written` and `next`.
+                        lock().encoded.push(encoded);
+                        ready.notify_all();
                     }
                 };
                 // A panic would leave its chunk unwritten and the others waiting for it: stop
@@ -218,34 +258,44 @@ pub fn encode_file(
                 Ok(worker) => workers.push(worker),
                 // Out of memory for a stack, or at the process's thread limit: the workers that
                 // started do the work.
-                Err(_) => break,
+                Err(_) => {
+                    lock().workers -= 1;
+                    break;
+                }
             }
         }
-        drop(send);
         // With no worker at all, this thread encodes each chunk before writing it.
-        let mut alone = workers.is_empty().then(|| Worker::new(chunk_size));
-        let encoded = std::iter::from_fn(|| match &mut alone {
-            Some(worker) => encode_next(worker),
-            None => receive.recv().ok(),
-        });
-        let (mut tokens, mut done) = (0u64, 0u64);
-        let mut pending = BTreeMap::new();
-        // Errors too are taken in order, so the one reported is the first in the file.
-        let write_all = || -> Result<()> {
-            for (seq, encoded) in encoded {
-                pending.insert(seq, encoded);
-                let mut written = lock().written;
-                while let Some(encoded) = pending.remove(&written) {
-                    let (bytes, n, len) = encoded?;
-                    out.write(&bytes).map_err(write_err)?;
-                    (tokens, done, written) = (tokens + n, done + len, written + 1);
-                    let mut q = lock();
-                    q.written = written;
-                    q.spare_out.push(bytes);
-                    drop(q);
-                    room.notify_all();
-                    progress.report(Phase::Encode, done, total)?;
+        let mut alone = workers.is_empty().then(Worker::default);
+        let (mut tokens, mut done, mut written) = (0u64, 0u64, 0u64);
+        // The chunk to write next, in order: errors too are taken in order, so the one reported is
+        // the first in the file. None when every worker has ended and no chunk is left.
+        let mut next_in_order = || -> Option<Encoded> {
+            if let Some(worker) = &mut alone {
+                return encode_next(worker).map(|(_, encoded)| encoded);
+            }
+            let mut q = lock();
+            loop {
+                let written = q.written;
+                if let Some(at) = q.encoded.iter().position(|&(seq, _)| seq == written) {
+                    return Some(q.encoded.swap_remove(at).1);
                 }
+                if q.workers == 0 {
+                    return None;
+                }
+                q = ready.wait(q).unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        let mut write_all = || -> Result<()> {
+            while let Some(encoded) = next_in_order() {
+                let (bytes, n, len) = encoded?;
+                out.write(&bytes).map_err(write_err)?;
+                (tokens, done, written) = (tokens + n, done + len, written + 1);
+                let mut q = lock();
+                q.written = written;
+                q.spare_out.push(bytes);
+                drop(q);
+                room.notify_all();
+                progress.report(Phase::Encode, done, total)?;
             }
             Ok(())
         };
@@ -260,6 +310,8 @@ pub fn encode_file(
         }
         result.map(|()| (tokens, out))
     })?;
+    // The buffers of the chunks are freed before the header and the commit allocate (a little).
+    drop(queue);
     out.finish(&npy_header(dtype.descr(), tokens))
         .map_err(write_err)?;
     destination.commit()?;

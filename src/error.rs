@@ -1,6 +1,13 @@
 //! The one error type of the engine. Each variant carries what a user needs to act on it; the Python
 //! binding maps I/O errors to `OSError` (with errno, so Python picks `FileNotFoundError` and friends) and
-//! the others to `ValueError`, using the `Display` text as the message.
+//! [`Error::OutOfMemory`] to `MemoryError`, and the others to `ValueError`, using the `Display` text
+//! as the message.
+//!
+//! Out of memory is an error, not an abort: Rust's infallible allocations abort the process when they
+//! fail (a Python interpreter under `RLIMIT_AS` died with its caller), and stable Rust cannot turn that
+//! into a panic. So every allocation that grows with the input is made with `try_reserve` (or a
+//! fallible constructor such as [`try_vec`]), and its failure comes back as an [`AllocError`], named by
+//! the caller with what it was for.
 
 use std::fmt;
 use std::io;
@@ -28,6 +35,111 @@ pub enum Error {
     IdOutOfRange { id: u32, dtype: &'static str },
     /// The output named is the input file (by device and inode): writing it would destroy the input.
     OutputIsInput(PathBuf),
+    /// An allocation of `bytes` for `what` failed; `text` is the length of the text it was for, when
+    /// that says why it was large.
+    OutOfMemory {
+        what: &'static str,
+        bytes: usize,
+        text: Option<usize>,
+    },
+}
+
+/// An allocation of `bytes` failed (the memory it asked for, not what the allocator rounds it to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocError {
+    pub bytes: usize,
+}
+
+impl AllocError {
+    /// The error of an allocation of `n` values of type `T`.
+    pub(crate) fn of<T>(n: usize) -> AllocError {
+        AllocError {
+            bytes: n.saturating_mul(size_of::<T>()),
+        }
+    }
+
+    /// The engine error for this failure: memory for `what`.
+    pub fn named(self, what: &'static str) -> Error {
+        Error::OutOfMemory {
+            what,
+            bytes: self.bytes,
+            text: None,
+        }
+    }
+
+    /// The engine error for this failure: memory for `what` of a text of `text` bytes.
+    pub fn of_text(self, what: &'static str, text: usize) -> Error {
+        Error::OutOfMemory {
+            what,
+            bytes: self.bytes,
+            text: Some(text),
+        }
+    }
+}
+
+/// Room for `additional` more values in `v`, or the error of that allocation (`Vec::reserve` would
+/// abort the process instead). The error's size is what the vector asked for: it grows to at least
+/// twice its capacity.
+#[inline]
+pub(crate) fn try_reserve<T>(
+    v: &mut Vec<T>,
+    additional: usize,
+) -> std::result::Result<(), AllocError> {
+    v.try_reserve(additional).map_err(|_| {
+        let wanted = v.len().saturating_add(additional);
+        AllocError::of::<T>(wanted.max(v.capacity().saturating_mul(2)))
+    })
+}
+
+/// Pushes `value`, growing `v` fallibly when it is full: on the hot path, the one check `push` makes.
+#[inline(always)]
+pub(crate) fn try_push<T>(v: &mut Vec<T>, value: T) -> std::result::Result<(), AllocError> {
+    if v.len() == v.capacity() {
+        grow_one(v)?;
+    }
+    // SAFETY: `len < capacity` (checked, or made so by `grow_one`), so the slot at `len` is allocated
+    // and unused; writing it and counting it in `len` is what `push` does.
+    unsafe {
+        v.as_mut_ptr().add(v.len()).write(value);
+        v.set_len(v.len() + 1);
+    }
+    Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn grow_one<T>(v: &mut Vec<T>) -> std::result::Result<(), AllocError> {
+    try_reserve(v, 1)
+}
+
+/// `vec![value; n]`, or the error of that allocation.
+pub(crate) fn try_vec<T: Clone>(value: T, n: usize) -> std::result::Result<Vec<T>, AllocError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| AllocError::of::<T>(n))?;
+    v.resize(n, value);
+    Ok(v)
+}
+
+/// A copy of `values`, or the error of its allocation.
+pub(crate) fn try_copy<T: Copy>(values: &[T]) -> std::result::Result<Vec<T>, AllocError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(values.len())
+        .map_err(|_| AllocError::of::<T>(values.len()))?;
+    v.extend_from_slice(values);
+    Ok(v)
+}
+
+/// A human size: "15.0 MB", "512.0 KB", "16 bytes".
+struct Size(usize);
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            n if n >= 1_000_000 => write!(f, "{:.1} MB", n as f64 / 1e6),
+            n if n >= 1_000 => write!(f, "{:.1} KB", n as f64 / 1e3),
+            n => write!(f, "{n} bytes"),
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -37,6 +149,20 @@ impl Error {
         Error::Io {
             path: path.into(),
             source,
+        }
+    }
+
+    /// The error of reading `path` in chunks of about `chunk_size` bytes: a chunk that could not be
+    /// allocated ([`crate::chunks::ChunkReader`] reports it as [`io::ErrorKind::OutOfMemory`]) is out
+    /// of memory, anything else an I/O error.
+    pub(crate) fn read(path: impl Into<PathBuf>, source: io::Error, chunk_size: usize) -> Error {
+        match source.kind() {
+            io::ErrorKind::OutOfMemory => Error::OutOfMemory {
+                what: "a chunk of the input",
+                bytes: chunk_size,
+                text: None,
+            },
+            _ => Error::io(path, source),
         }
     }
 }
@@ -77,6 +203,13 @@ impl fmt::Display for Error {
                 "{}: the output is the input file; writing it would destroy the input",
                 path.display()
             ),
+            Error::OutOfMemory { what, bytes, text } => {
+                write!(f, "could not allocate {} for {what}", Size(*bytes))?;
+                match text {
+                    Some(len) => write!(f, " of a {} text", Size(*len)),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }

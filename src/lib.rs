@@ -27,7 +27,7 @@
 //! use bytepair::{train_counts, count_text, PreTokenCounts, SpecialTokens, Silent};
 //! let specials = SpecialTokens::new(&["<|endoftext|>"]).unwrap();
 //! let mut counts = PreTokenCounts::default();
-//! count_text("low lower lowest<|endoftext|>low", &specials, &mut counts);
+//! count_text("low lower lowest<|endoftext|>low", &specials, &mut counts).unwrap();
 //! let trained = train_counts(&counts, 2, &specials, &Silent).unwrap();
 //! // ("l", "o") and ("o", "w") both occur 4 times; the tie goes to the greater pair.
 //! assert_eq!(trained.vocab[256], b"ow");

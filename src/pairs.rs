@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::encode::Encoder;
-use crate::error::{Error, Result};
+use crate::error::{try_reserve, try_vec, AllocError, Error, Result};
 use crate::special::SpecialTokens;
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -35,12 +35,12 @@ pub(crate) struct RecentPairs {
 impl RecentPairs {
     /// Enough entries for a text of `text_len` bytes, from 64 to 4096 (64 KB), so that a short text
     /// does not pay to fill a large table: one entry per 16 bytes of text.
-    pub(crate) fn for_text(text_len: usize) -> RecentPairs {
+    pub(crate) fn for_text(text_len: usize) -> std::result::Result<RecentPairs, AllocError> {
         let n = Self::entries_for(text_len);
-        RecentPairs {
-            entries: vec![(u64::MAX, NO_MERGE.0, NO_MERGE.1); n],
+        Ok(RecentPairs {
+            entries: try_vec((u64::MAX, NO_MERGE.0, NO_MERGE.1), n)?,
             shift: 64 - n.trailing_zeros(),
-        }
+        })
     }
 
     /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
@@ -74,9 +74,9 @@ impl RecentPairs {
 /// ranks after all merges, in id order: tiktoken merges toward every token of its rank table, so these
 /// must be reachable too, and that order is tiktoken's whenever ids follow merge order. Special tokens
 /// are matched before pre-tokenization and never merged.
-pub(crate) fn pair_table(
-    ids: &FastMap<Box<[u8]>, u32>,
-    merges: &[(Vec<u8>, Vec<u8>)],
+pub(crate) fn pair_table<M: AsRef<[u8]>>(
+    ids: &FastMap<&[u8], u32>,
+    merges: &[(M, M)],
     specials: &SpecialTokens,
 ) -> Result<PairTable> {
     let lookup = |bytes: &[u8], what: &str, rank: usize| -> Result<u32> {
@@ -87,30 +87,42 @@ pub(crate) fn pair_table(
             ))
         })
     };
+    let table = |e: AllocError| e.named("the table of merges");
     let mut rank_of: FastMap<u32, u32> = FastMap::default();
+    rank_of
+        .try_reserve(merges.len())
+        .map_err(|_| table(AllocError::of::<(u32, u32)>(merges.len())))?;
+    let mut token = Vec::new();
     for (rank, (left, right)) in merges.iter().enumerate() {
+        let (left, right) = (left.as_ref(), right.as_ref());
         lookup(left, "left", rank)?;
         lookup(right, "right", rank)?;
-        let token = [left.as_slice(), right.as_slice()].concat();
+        token.clear();
+        try_reserve(&mut token, left.len() + right.len()).map_err(table)?;
+        token.extend_from_slice(left);
+        token.extend_from_slice(right);
         // A token made by two merges keeps its first (lowest) rank.
         rank_of
             .entry(lookup(&token, "result", rank)?)
             .or_insert(rank as u32);
     }
-    let mut unmerged: Vec<(u32, &[u8])> = ids
-        .iter()
-        .filter(|(t, id)| {
-            t.len() > 1
-                && !rank_of.contains_key(id)
-                && !specials.tokens().iter().any(|s| s.as_bytes() == &t[..])
-        })
-        .map(|(t, &id)| (id, &t[..]))
-        .collect();
+    let mut unmerged: Vec<(u32, &[u8])> = Vec::new();
+    try_reserve(&mut unmerged, ids.len()).map_err(table)?;
+    unmerged.extend(
+        ids.iter()
+            .filter(|(t, id)| {
+                t.len() > 1
+                    && !rank_of.contains_key(id)
+                    && !specials.tokens().iter().any(|s| s.as_bytes() == **t)
+            })
+            .map(|(t, &id)| (id, *t)),
+    );
     unmerged.sort_unstable();
-    let mut ranked: Vec<(u32, u32, &[u8])> = Vec::with_capacity(rank_of.len() + unmerged.len());
+    let mut ranked: Vec<(u32, u32, &[u8])> = Vec::new();
+    try_reserve(&mut ranked, rank_of.len() + unmerged.len()).map_err(table)?;
     for (t, &id) in ids {
         if let Some(&rank) = rank_of.get(&id) {
-            ranked.push((rank, id, &t[..]));
+            ranked.push((rank, id, t));
         }
     }
     let base = merges.len() as u32;
@@ -122,14 +134,22 @@ pub(crate) fn pair_table(
     );
     // Only lengths some token has can split a token in two: looking up every split costs a token of n
     // bytes n hashes of up to n bytes, and the tokens trained on one 10 MB run (up to 1 MB) took 72 s.
-    let mut has_len = vec![false; ids.keys().map(|t| t.len()).max().unwrap_or(0) + 1];
+    let longest = ids.keys().map(|t| t.len()).max().unwrap_or(0);
+    let mut has_len = try_vec(false, longest + 1).map_err(table)?;
     for t in ids.keys() {
         has_len[t.len()] = true;
     }
     let mut pairs = PairTable::default();
+    // Every token has at least one split in a trained vocabulary: room for one each, then more as needed.
+    pairs
+        .try_reserve(ranked.len())
+        .map_err(|_| table(AllocError::of::<(u64, (u32, u32))>(ranked.len())))?;
     for (rank, merged, token) in ranked {
         for k in (1..token.len()).filter(|&k| has_len[k] && has_len[token.len() - k]) {
             if let (Some(&a), Some(&b)) = (ids.get(&token[..k]), ids.get(&token[k..])) {
+                pairs
+                    .try_reserve(1)
+                    .map_err(|_| table(AllocError::of::<(u64, (u32, u32))>(pairs.len() + 1)))?;
                 let slot = pairs.entry(pair_key(a, b)).or_insert((rank, merged));
                 if rank < slot.0 {
                     *slot = (rank, merged);

@@ -5,18 +5,22 @@
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueError};
+use std::borrow::Cow;
+
+use pyo3::exceptions::{
+    PyKeyboardInterrupt, PyMemoryError, PyOSError, PyRuntimeError, PyValueError,
+};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use crate::encode::{ids_capacity, Encoder};
+use crate::encode::Encoder;
 use crate::encode_file::{encode_file, Dtype};
-use crate::error::Error;
+use crate::error::{try_reserve, AllocError, Error};
 use crate::progress::{Phase, Progress};
 use crate::threads::{max_threads, run_on_threads, thread_count};
 use crate::train::{train_files, TrainOptions};
@@ -35,8 +39,77 @@ fn to_py_err(e: Error) -> PyErr {
             None => PyOSError::new_err(format!("{}: {source}", path.display())),
         },
         Error::Interrupted => PyKeyboardInterrupt::new_err("interrupted"),
+        e @ Error::OutOfMemory { .. } => PyMemoryError::new_err(e.to_string()),
         other => PyValueError::new_err(other.to_string()),
     }
+}
+
+// Python objects are made here with the C API and checked, never with PyO3's `new` and conversions of
+// return values, which panic when the interpreter cannot allocate (PyO3 prints the panic on stderr and
+// raises PanicException): out of memory must be a MemoryError. Lists and tuples are filled in place,
+// and one dropped before it is full frees the items it has (its empty slots are NULL).
+
+/// A Python int.
+fn int(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
+    // SAFETY: a new reference or NULL with an exception set, which `from_owned_ptr_or_err` takes.
+    unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyLong_FromUnsignedLongLong(value)) }
+}
+
+/// A Python str of `text`.
+fn string<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: as in `int`; the pointer and length describe `text`, valid UTF-8.
+    unsafe {
+        let (ptr, len) = (text.as_ptr().cast(), text.len() as ffi::Py_ssize_t);
+        Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_FromStringAndSize(ptr, len))
+    }
+}
+
+/// A Python bytes of `bytes`.
+fn bytes<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_with(py, bytes.len(), |buf| {
+        buf.copy_from_slice(bytes);
+        Ok(())
+    })
+}
+
+/// A Python list of `len` items from `item(i)`, or the first error it gives.
+fn list<'py>(
+    py: Python<'py>,
+    len: usize,
+    mut item: impl FnMut(usize) -> PyResult<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let size =
+        ffi::Py_ssize_t::try_from(len).map_err(|_| PyMemoryError::new_err("list too long"))?;
+    // SAFETY: PyList_New gives a new reference to a list of `len` NULL slots (checked for NULL).
+    // PyList_SET_ITEM stores into slot i < len the reference `into_ptr` hands over. A list dropped with
+    // slots still NULL is freed correctly (list_dealloc skips NULL items).
+    unsafe {
+        let list = Bound::from_owned_ptr_or_err(py, ffi::PyList_New(size))?;
+        for i in 0..len {
+            ffi::PyList_SET_ITEM(list.as_ptr(), i as ffi::Py_ssize_t, item(i)?.into_ptr());
+        }
+        Ok(list.cast_into_unchecked())
+    }
+}
+
+/// A Python tuple of `items`.
+fn tuple<'py, const N: usize>(
+    py: Python<'py>,
+    items: [Bound<'py, PyAny>; N],
+) -> PyResult<Bound<'py, PyTuple>> {
+    // SAFETY: as in `list`, for a tuple of N slots, each set once.
+    unsafe {
+        let tuple = Bound::from_owned_ptr_or_err(py, ffi::PyTuple_New(N as ffi::Py_ssize_t))?;
+        for (i, item) in items.into_iter().enumerate() {
+            ffi::PyTuple_SET_ITEM(tuple.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr());
+        }
+        Ok(tuple.cast_into_unchecked())
+    }
+}
+
+/// A MemoryError for an allocation the binding makes, naming `what`.
+fn alloc_err(what: &'static str) -> impl Fn(AllocError) -> PyErr {
+    move |e| to_py_err(e.named(what))
 }
 
 /// Runs `f` with the GIL released, turning a panic into a RuntimeError instead of an abort or a
@@ -188,23 +261,21 @@ impl Progress for PyProgress {
 
 /// The GPT-2 pre-tokens of `text`, as a list of str.
 #[pyfunction]
-fn pretokenize(py: Python<'_>, text: &str) -> PyResult<Vec<String>> {
-    run_detached(py, || {
-        Ok(crate::pretokenize::pretokenize(text)
-            .map(str::to_string)
-            .collect())
-    })
+fn pretokenize<'py>(py: Python<'py>, text: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyList>> {
+    let text = utf8(text)?;
+    let text: &str = &text;
+    let pieces = run_detached(py, || {
+        let mut pieces = Vec::new();
+        for piece in crate::pretokenize::pretokenize(text) {
+            crate::error::try_push(&mut pieces, piece).map_err(alloc_err("the pre-tokens"))?;
+        }
+        Ok(pieces)
+    })?;
+    list(py, pieces.len(), |i| string(py, pieces[i]))
 }
 
-type Vocab<'py> = Vec<Bound<'py, PyBytes>>;
-type Merges<'py> = Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>;
-
-/// What training found about its text: (distinct pre-tokens, bytes, tokens it encodes to: None unless
-/// `count_tokens`).
-type TrainStats = (usize, u64, Option<u64>);
-
 /// Trains on files, each its own document; returns (vocab as a list of bytes indexed by id, merges as a
-/// list of pairs, [`TrainStats`]).
+/// list of pairs, (distinct pre-tokens, bytes, tokens it encodes to: None unless `count_tokens`)).
 #[pyfunction]
 #[pyo3(signature = (input_paths, vocab_size, special_tokens, num_threads=None, chunk_size=None, progress=None, count_tokens=false))]
 #[allow(clippy::too_many_arguments)]
@@ -217,7 +288,7 @@ fn train_bpe<'py>(
     chunk_size: Option<usize>,
     progress: Option<Py<PyAny>>,
     count_tokens: bool,
-) -> PyResult<(Vocab<'py>, Merges<'py>, TrainStats)> {
+) -> PyResult<Bound<'py, PyTuple>> {
     let mut options = TrainOptions::new(vocab_size);
     options.special_tokens = special_tokens;
     options.count_tokens = count_tokens;
@@ -229,25 +300,37 @@ fn train_bpe<'py>(
     let trained = run_interruptible(py, &progress, || {
         train_files(&input_paths, &options, &progress).map_err(|e| progress.error(e))
     })?;
-    let vocab: Vocab<'py> = trained.vocab.iter().map(|t| PyBytes::new(py, t)).collect();
-    let merges = trained
-        .merges
-        .iter()
-        .map(|&(a, b)| (vocab[a as usize].clone(), vocab[b as usize].clone()))
-        .collect();
-    let stats = (trained.pretokens, trained.bytes, trained.tokens);
-    Ok((vocab, merges, stats))
+    let vocab = list(py, trained.vocab.len(), |i| {
+        Ok(bytes(py, &trained.vocab[i])?.into_any())
+    })?;
+    let merges = list(py, trained.merges.len(), |i| {
+        let (a, b) = trained.merges[i];
+        let token = |id: u32| vocab.get_item(id as usize);
+        Ok(tuple(py, [token(a)?, token(b)?])?.into_any())
+    })?;
+    let tokens = match trained.tokens {
+        Some(tokens) => int(py, tokens)?,
+        None => py.None().into_bound(py),
+    };
+    let stats = [
+        int(py, trained.pretokens as u64)?,
+        int(py, trained.bytes)?,
+        tokens,
+    ];
+    let stats = tuple(py, stats)?.into_any();
+    tuple(py, [vocab.into_any(), merges.into_any(), stats])
 }
 
-/// The UTF-8 of `text`: in place when it is ASCII (CPython stores ASCII as is), else converted into
-/// `buf` by [`crate::ucs`], which is several times faster than CPython's conversion and leaves no copy
-/// inside the string. A lone surrogate raises the `UnicodeEncodeError` Python itself would.
-fn utf8<'a>(text: &'a Bound<'_, PyString>, buf: &'a mut Vec<u8>) -> PyResult<&'a str> {
+/// The UTF-8 of `text`: in place when it is ASCII (CPython stores ASCII as is), else converted by
+/// [`crate::ucs`], which is several times faster than CPython's conversion and leaves no copy inside the
+/// string. A lone surrogate raises the `UnicodeEncodeError` Python itself would; MemoryError when the
+/// copy cannot be allocated.
+fn utf8<'a>(text: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
     #[cfg(not(any(Py_3_14, PyPy, GraalPy)))]
     // SAFETY: `text` is a str (its type says so) kept alive by the borrow, and CPython never changes a
     // str's characters once it is shared. READY (before 3.12) gives a legacy string its compact form;
     // after it KIND and DATA describe GET_LENGTH units of that width, which the slices cover exactly.
-    // The units of an ASCII string are its UTF-8.
+    // The units of an ASCII string are its UTF-8, and `to_utf8` writes only UTF-8 into `buf`.
     unsafe {
         use crate::ucs::{to_utf8, Units};
         use std::slice::from_raw_parts;
@@ -261,9 +344,8 @@ fn utf8<'a>(text: &'a Bound<'_, PyString>, buf: &'a mut Vec<u8>) -> PyResult<&'a
             ffi::PyUnicode_GET_LENGTH(op) as usize,
         );
         if ffi::PyUnicode_IS_ASCII(op) != 0 {
-            return Ok(std::str::from_utf8_unchecked(from_raw_parts(
-                data.cast(),
-                len,
+            return Ok(Cow::Borrowed(std::str::from_utf8_unchecked(
+                from_raw_parts(data.cast(), len),
             )));
         }
         let units = match ffi::PyUnicode_KIND(op) {
@@ -271,14 +353,15 @@ fn utf8<'a>(text: &'a Bound<'_, PyString>, buf: &'a mut Vec<u8>) -> PyResult<&'a
             ffi::PyUnicode_2BYTE_KIND => Units::Ucs2(from_raw_parts(data.cast(), len)),
             _ => Units::Ucs4(from_raw_parts(data.cast(), len)),
         };
-        buf.clear();
-        if to_utf8(units, buf).is_ok() {
-            return Ok(std::str::from_utf8_unchecked(buf));
+        let mut buf = Vec::new();
+        try_reserve(&mut buf, units.max_utf8_len())
+            .map_err(|e| to_py_err(e.of_text("the UTF-8 copy", len)))?;
+        if to_utf8(units, &mut buf).is_ok() {
+            return Ok(Cow::Owned(String::from_utf8_unchecked(buf)));
         }
     }
     // A surrogate (or an interpreter whose storage is not read here): Python's own conversion.
-    let _ = buf;
-    text.to_str()
+    text.to_str().map(Cow::Borrowed)
 }
 
 /// A vocabulary and merges ready to encode; immutable, so one instance serves many threads.
@@ -301,11 +384,26 @@ impl PyEncoder {
     fn to_list<'py>(&self, py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
         let len = isize::try_from(ids.len())
             .map_err(|_| PyValueError::new_err("too many ids for a list"))?;
+        let ints = &self.ints;
+        // A long list adds references to the same few thousand ints over and over: count them in a
+        // small array and add each int's count at the end, so that the loop writes to L2-sized counts
+        // instead of to the ints themselves, scattered over megabytes (list building took 57 -> 50 ms
+        // for 6.7M ids of prose, 79 -> 65 ms for 8.6M ids of CJK-heavy text). A u32 count cannot
+        // overflow in a list of at most u32::MAX ids. Without room for the counts (out of memory), each
+        // reference is added at once.
+        let counted = ids.len() >= ints.len() && ids.len() <= u32::MAX as usize;
+        let counts = match counted {
+            true => crate::error::try_vec(0u32, ints.len()).unwrap_or_default(),
+            false => Vec::new(),
+        };
+        let mut counts = counts;
         // SAFETY: PyList_New returns a new reference (checked for NULL) to a list of `len` NULL slots,
-        // `ob_item` pointing at them (non-NULL when `len` > 0). Each slot is written exactly once,
-        // before the list is used, with a reference the list owns (as PyList_SET_ITEM would):
-        // a new int, or a cached int whose reference count is raised by one for it, at once or, when
-        // counted, after the loop (which cannot exit early). The GIL is held throughout (we have `py`).
+        // `ob_item` pointing at them (non-NULL when `len` > 0). Each slot is written at most once, in
+        // order, with a reference the list owns (as PyList_SET_ITEM would): a new int, or a cached int
+        // whose reference count is raised by one for it, at once or, when counted, after the loop. If
+        // an int cannot be made, the counted references are added before the list (with NULL in the
+        // slots not reached) is dropped, so every reference it releases is one it owns. The GIL is
+        // held throughout (we have `py`).
         unsafe {
             let list = Bound::from_owned_ptr_or_err(py, ffi::PyList_New(len))?;
             if ids.is_empty() {
@@ -317,14 +415,7 @@ impl PyEncoder {
                 ids.len(),
             );
             crate::huge_pages::advise(items.as_ptr().cast(), size_of_val(items));
-            let ints = &self.ints;
-            // A long list adds references to the same few thousand ints over and over: count them in
-            // a small array and add each int's count at the end, so that the loop writes to L2-sized
-            // counts instead of to the ints themselves, scattered over megabytes (list building took
-            // 57 -> 50 ms for 6.7M ids of prose, 79 -> 65 ms for 8.6M ids of CJK-heavy text). A u32
-            // count cannot overflow in a list of at most u32::MAX ids.
-            let counted = ids.len() >= ints.len() && ids.len() <= u32::MAX as usize;
-            let mut counts = vec![0u32; if counted { ints.len() } else { 0 }];
+            let mut failed = None;
             for (slot, &id) in items.iter_mut().zip(ids) {
                 *slot = match ints.get(id as usize) {
                     Some(int) => {
@@ -334,56 +425,99 @@ impl PyEncoder {
                         }
                         int.as_ptr()
                     }
-                    None => {
-                        let Ok(int) = id.into_pyobject(py);
-                        int.into_ptr()
-                    }
+                    None => match int(py, id as u64) {
+                        Ok(int) => int.into_ptr(),
+                        Err(e) => {
+                            failed = Some(e);
+                            break;
+                        }
+                    },
                 };
             }
-            // Nothing above can fail or return early, so every counted reference is added here.
             for (int, &n) in ints.iter().zip(&counts) {
                 for _ in 0..n {
                     ffi::Py_INCREF(int.as_ptr());
                 }
             }
-            Ok(list.cast_into_unchecked())
+            match failed {
+                Some(e) => Err(e),
+                None => Ok(list.cast_into_unchecked()),
+            }
         }
     }
 }
 
+/// The ids of `text` in a new vector, encoded so that setting `cancel` stops it when given. On an error
+/// the vector is freed before the caller turns the error into a Python exception (which allocates):
+/// out of memory, that memory is what the exception needs.
+fn encode_vec(
+    encoder: &Encoder,
+    text: &str,
+    cancel: Option<&Arc<AtomicBool>>,
+) -> crate::error::Result<Vec<u32>> {
+    let mut ids: Vec<u32> = Vec::new();
+    // As much as the encoder reserves (one id per byte), here so that it can be advised.
+    try_reserve(&mut ids, text.len()).map_err(|e| e.of_text("the ids", text.len()))?;
+    crate::huge_pages::advise(ids.as_ptr().cast(), ids.capacity() * 4);
+    match cancel {
+        Some(cancel) => encoder.encode_cancellable(text, &mut ids, cancel)?,
+        None => encoder.encode(text, &mut ids)?,
+    }
+    Ok(ids)
+}
+
+/// The items of `seq` (a list or tuple) of length `len`, each made by `item`, in a vector reserved
+/// fallibly: PyO3's extraction of a `Vec` reserves with `Vec::with_capacity`, which aborts the process
+/// when it fails.
+fn collect<'py, T>(
+    seq: &Bound<'py, PyAny>,
+    what: &'static str,
+    mut item: impl FnMut(Bound<'py, PyAny>) -> PyResult<T>,
+) -> PyResult<Vec<T>> {
+    let mut items = Vec::new();
+    try_reserve(&mut items, seq.len()?).map_err(alloc_err(what))?;
+    for x in seq.try_iter()? {
+        items.push(item(x?)?);
+    }
+    Ok(items)
+}
+
 #[pymethods]
 impl PyEncoder {
+    /// `vocab`: a list of (id, bytes); `merges`: a list of (bytes, bytes).
     #[new]
     fn new(
         py: Python<'_>,
-        vocab: Vec<(u32, Bound<'_, PyBytes>)>,
-        merges: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>)>,
+        vocab: &Bound<'_, PyAny>,
+        merges: &Bound<'_, PyAny>,
         special_tokens: Vec<String>,
     ) -> PyResult<Self> {
-        let vocab = vocab
-            .into_iter()
-            .map(|(id, b)| (id, b.as_bytes().to_vec()))
-            .collect();
-        let merges: Vec<(Vec<u8>, Vec<u8>)> = merges
-            .iter()
-            .map(|(a, b)| (a.as_bytes().to_vec(), b.as_bytes().to_vec()))
-            .collect();
+        // The bytes objects stay referenced by these vectors while the encoder reads them.
+        let vocab: Vec<(u32, Bound<'_, PyBytes>)> =
+            collect(vocab, "the vocabulary", |x| x.extract())?;
+        let merges: Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>)> =
+            collect(merges, "the merges", |x| x.extract())?;
+        let mut vocab_bytes = Vec::new();
+        try_reserve(&mut vocab_bytes, vocab.len()).map_err(alloc_err("the vocabulary"))?;
+        vocab_bytes.extend(vocab.iter().map(|(id, b)| (*id, b.as_bytes())));
+        let mut merge_bytes = Vec::new();
+        try_reserve(&mut merge_bytes, merges.len()).map_err(alloc_err("the merges"))?;
+        merge_bytes.extend(merges.iter().map(|(a, b)| (a.as_bytes(), b.as_bytes())));
         let inner = run_detached(py, || {
-            Encoder::new(vocab, &merges, &special_tokens).map_err(to_py_err)
+            Encoder::new(&vocab_bytes, &merge_bytes, &special_tokens).map_err(to_py_err)
         })?;
         let cached = (inner.vocab_size() as u32).min(CACHED_INTS);
-        let ints = (0..cached)
-            .map(|id| {
-                let Ok(int) = id.into_pyobject(py);
-                int.into_any().unbind()
-            })
-            .collect();
+        let mut ints = Vec::new();
+        try_reserve(&mut ints, cached as usize).map_err(alloc_err("the ints of the ids"))?;
+        for id in 0..cached {
+            ints.push(int(py, id as u64)?.unbind());
+        }
         Ok(PyEncoder { inner, ints })
     }
 
     #[getter]
-    fn vocab_size(&self) -> usize {
-        self.inner.vocab_size()
+    fn vocab_size<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        int(py, self.inner.vocab_size() as u64)
     }
 
     fn encode<'py>(
@@ -391,29 +525,19 @@ impl PyEncoder {
         py: Python<'py>,
         text: &Bound<'py, PyString>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let mut buf = Vec::new();
-        let text = utf8(text, &mut buf)?;
-        let new_ids = || {
-            let ids: Vec<u32> = Vec::with_capacity(ids_capacity(text.len()));
-            crate::huge_pages::advise(ids.as_ptr().cast(), ids.capacity() * 4);
-            ids
-        };
+        let text = utf8(text)?;
         let ids = if text.len() < INTERRUPTIBLE_FROM {
             run_detached(py, || {
-                let mut ids = new_ids();
-                self.inner.encode(text, &mut ids);
-                Ok(ids)
+                encode_vec(&self.inner, &text, None).map_err(to_py_err)
             })?
         } else {
             let progress = PyProgress::new(None);
             run_interruptible(py, &progress, || {
-                let mut ids = new_ids();
-                self.inner
-                    .encode_cancellable(text, &mut ids, &progress.cancelled)
-                    .map_err(|e| progress.error(e))?;
-                Ok(ids)
+                encode_vec(&self.inner, &text, Some(&progress.cancelled))
+                    .map_err(|e| progress.error(e))
             })?
         };
+        drop(text);
         self.to_list(py, &ids)
     }
 
@@ -424,95 +548,135 @@ impl PyEncoder {
         py: Python<'py>,
         text: &Bound<'py, PyString>,
         last: bool,
-    ) -> PyResult<(Bound<'py, PyList>, String)> {
-        let mut buf = Vec::new();
-        let text = utf8(text, &mut buf)?;
-        let (ids, rest) = run_detached(py, || {
-            let mut ids = Vec::with_capacity(ids_capacity(text.len()));
-            let used = self.inner.encode_prefix(text, last, &mut ids);
-            Ok((ids, text[used..].to_string()))
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let text = utf8(text)?;
+        let text: &str = &text;
+        let (ids, used) = run_detached(py, || {
+            // The ids are freed on an error before it becomes an exception, as in `encode_vec`.
+            let encode = || {
+                let mut ids = Vec::new();
+                let used = self.inner.encode_prefix(text, last, &mut ids)?;
+                Ok((ids, used))
+            };
+            encode().map_err(to_py_err)
         })?;
-        Ok((self.to_list(py, &ids)?, rest))
+        let ids = self.to_list(py, &ids)?;
+        let rest = string(py, &text[used..])?;
+        tuple(py, [ids.into_any(), rest])
     }
 
+    /// The ids of each str of the list `texts`, as a list of lists.
     #[pyo3(signature = (texts, num_threads=None))]
     fn encode_batch<'py>(
         &self,
         py: Python<'py>,
-        texts: Vec<String>,
+        texts: &Bound<'py, PyAny>,
         num_threads: Option<usize>,
-    ) -> PyResult<Vec<Bound<'py, PyList>>> {
-        let interruptible = texts.iter().map(String::len).sum::<usize>() >= INTERRUPTIBLE_FROM;
+    ) -> PyResult<Bound<'py, PyList>> {
+        let strings: Vec<Bound<'py, PyString>> =
+            collect(texts, "the texts", |t| Ok(t.cast_into()?))?;
+        let texts = collect(texts, "the texts", |_| Ok(Cow::Borrowed("")))?;
+        let mut texts = texts;
+        for (slot, s) in texts.iter_mut().zip(&strings) {
+            *slot = utf8(s)?;
+        }
+        let interruptible = texts.iter().map(|t| t.len()).sum::<usize>() >= INTERRUPTIBLE_FROM;
         let progress = PyProgress::new(None);
+        let cancel = interruptible.then_some(&progress.cancelled);
         let encode_all = || {
+            // A slot per text, filled by the thread that takes the text (allocated once: each thread
+            // collecting its own would grow vectors as it went).
+            let mut batches: Vec<Mutex<Vec<u32>>> = Vec::new();
+            try_reserve(&mut batches, texts.len()).map_err(alloc_err("the ids of the texts"))?;
+            batches.extend(texts.iter().map(|_| Mutex::new(Vec::new())));
+            // The error of the first text that failed, and which text it was.
+            let first_error: Mutex<Option<(usize, Error)>> = Mutex::new(None);
             // Each thread takes the next text not yet taken, so a long text holds up only its thread.
             let next = AtomicUsize::new(0);
             let threads = thread_count(num_threads).min(texts.len());
-            let encoded = run_on_threads(threads, || {
-                let mut encoded = Vec::new();
+            run_on_threads(threads, || {
                 while !progress.cancelled() {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(text) = texts.get(i) else { break };
-                    let mut ids = Vec::with_capacity(ids_capacity(text.len()));
-                    if interruptible {
+                    match encode_vec(&self.inner, text, cancel) {
+                        Ok(ids) => *batches[i].lock().unwrap_or_else(PoisonError::into_inner) = ids,
                         // Cancelled: the loop ends and the call raises below.
-                        let _ = self
-                            .inner
-                            .encode_cancellable(text, &mut ids, &progress.cancelled);
-                    } else {
-                        self.inner.encode(text, &mut ids);
+                        Err(Error::Interrupted) => {}
+                        Err(e) => {
+                            let mut first =
+                                first_error.lock().unwrap_or_else(PoisonError::into_inner);
+                            if first.as_ref().is_none_or(|&(at, _)| i < at) {
+                                *first = Some((i, e));
+                            }
+                        }
                     }
-                    encoded.push((i, ids));
                 }
-                encoded
             });
-            if progress.cancelled() {
-                return Err(progress.error(Error::Interrupted));
-            }
-            let mut batches = vec![Vec::new(); texts.len()];
-            for (i, ids) in encoded.into_iter().flatten() {
-                batches[i] = ids;
+            // Raised once every text's ids are freed (the exception allocates).
+            let first_error = first_error
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner);
+            if progress.cancelled() || first_error.is_some() {
+                drop(batches);
+                let e = first_error.map_or(Error::Interrupted, |(_, e)| e);
+                return Err(progress.error(e));
             }
             Ok(batches)
         };
-        let batches = if interruptible {
+        let mut batches = if interruptible {
             run_interruptible(py, &progress, encode_all)?
         } else {
             run_detached(py, encode_all)?
         };
-        batches.iter().map(|ids| self.to_list(py, ids)).collect()
+        drop(texts);
+        list(py, batches.len(), |i| {
+            let ids = batches[i].get_mut().unwrap_or_else(PoisonError::into_inner);
+            Ok(self.to_list(py, ids)?.into_any())
+        })
     }
 
-    /// The bytes of `ids` concatenated; ValueError naming the first id with no token.
-    fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<i64>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = run_detached(py, || {
-            let mut out = Vec::with_capacity(ids.len() * 4);
-            let ids = ids
-                .iter()
-                .map(|&id| if id < 0 { u64::MAX } else { id as u64 });
-            match self.inner.decode(ids, &mut out) {
-                Ok(()) => Ok(out),
-                Err(Error::UnknownId(u64::MAX)) => Err(PyValueError::new_err(
-                    "negative ids are not in the vocabulary",
-                )),
-                Err(e) => Err(to_py_err(e)),
-            }
+    /// The bytes of the ids of the list `ids` concatenated; ValueError naming the first id with no
+    /// token.
+    fn decode_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        ids: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let ids: Vec<i64> = collect(ids, "the ids", |x| x.extract())?;
+        let decoded = run_detached(py, || {
+            // The bytes are freed on an error before it becomes an exception, as in `encode_vec`.
+            let decode = || {
+                let mut out = Vec::new();
+                // At least a byte an id; more as needed.
+                try_reserve(&mut out, ids.len()).map_err(|e| e.named("the decoded bytes"))?;
+                let ids = ids
+                    .iter()
+                    .map(|&id| if id < 0 { u64::MAX } else { id as u64 });
+                self.inner.decode(ids, &mut out).map(|()| out)
+            };
+            decode().map_err(|e| match e {
+                Error::UnknownId(u64::MAX) => {
+                    PyValueError::new_err("negative ids are not in the vocabulary")
+                }
+                e => to_py_err(e),
+            })
         })?;
-        Ok(PyBytes::new(py, &bytes))
+        drop(ids);
+        bytes(py, &decoded)
     }
 
     #[pyo3(signature = (input_path, output_path, dtype_bits, num_threads=None, chunk_size=None, progress=None))]
     #[allow(clippy::too_many_arguments)]
-    fn encode_file(
+    fn encode_file<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         input_path: PathBuf,
         output_path: PathBuf,
         dtype_bits: u32,
         num_threads: Option<usize>,
         chunk_size: Option<usize>,
         progress: Option<Py<PyAny>>,
-    ) -> PyResult<u64> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let dtype = match dtype_bits {
             16 => Dtype::U16,
             32 => Dtype::U32,
@@ -524,7 +688,7 @@ impl PyEncoder {
         };
         let progress = PyProgress::new(progress);
         let chunk_size = chunk_size.unwrap_or(crate::count::DEFAULT_CHUNK_SIZE);
-        run_interruptible(py, &progress, || {
+        let tokens = run_interruptible(py, &progress, || {
             encode_file(
                 &self.inner,
                 &input_path,
@@ -535,7 +699,8 @@ impl PyEncoder {
                 &progress,
             )
             .map_err(|e| progress.error(e))
-        })
+        })?;
+        int(py, tokens)
     }
 }
 

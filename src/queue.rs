@@ -12,6 +12,8 @@
 
 use std::cmp::Ordering;
 
+use crate::error::{try_push, AllocError};
+
 /// A token pair, as token ids.
 pub type Pair = (u32, u32);
 
@@ -59,8 +61,9 @@ impl MergeQueue {
         self.heap.is_empty()
     }
 
-    pub fn push(&mut self, c: Candidate, tokens: &[Vec<u8>]) {
-        self.heap.push(c);
+    /// Adds `c`; fails, leaving the queue as it was, when the queue cannot grow.
+    pub fn push(&mut self, c: Candidate, tokens: &[Vec<u8>]) -> Result<(), AllocError> {
+        try_push(&mut self.heap, c)?;
         let mut i = self.heap.len() - 1;
         while i > 0 {
             let parent = (i - 1) / 2;
@@ -70,6 +73,7 @@ impl MergeQueue {
             self.heap.swap(i, parent);
             i = parent;
         }
+        Ok(())
     }
 
     /// Removes and returns the greatest candidate.
@@ -120,7 +124,7 @@ mod tests {
             vec![c(5, 0, 2), c(5, 1, 3), c(3, 2, 2), c(9, 3, 0)],
             &tokens,
         );
-        q.push(c(5, 0, 3), &tokens);
+        q.push(c(5, 0, 3), &tokens).unwrap();
         let order: Vec<Pair> = std::iter::from_fn(|| q.pop(&tokens))
             .map(|c| c.pair)
             .collect();

@@ -12,6 +12,7 @@
 //! probing, no eviction bookkeeping; collisions only cost hit rate.
 
 use crate::bytes_map::InlineKey;
+use crate::error::{try_vec, AllocError};
 
 /// The most ids an entry holds; pieces of more tokens are left to the larger caches.
 pub const MAX_IDS: usize = 3;
@@ -35,12 +36,12 @@ pub struct RecentPieces {
 impl RecentPieces {
     /// Enough entries for a text of `text_len` bytes, at most 16384 (512 KB) and at least 64, so that
     /// a short text does not pay to clear a large table.
-    pub fn for_text(text_len: usize) -> RecentPieces {
+    pub fn for_text(text_len: usize) -> Result<RecentPieces, AllocError> {
         let n = Self::entries_for(text_len);
-        RecentPieces {
-            entries: vec![Entry::default(); n],
+        Ok(RecentPieces {
+            entries: try_vec(Entry::default(), n)?,
             mask: n - 1,
-        }
+        })
     }
 
     /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
@@ -84,7 +85,7 @@ mod tests {
 
     #[test]
     fn returns_what_was_inserted_until_evicted() {
-        let mut recent = RecentPieces::for_text(0);
+        let mut recent = RecentPieces::for_text(0).unwrap();
         let (a, b) = (
             InlineKey::new(b" the"),
             InlineKey::new(" th\u{435}".as_bytes()),

@@ -11,6 +11,8 @@
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use crate::bytes_map::BytesMap;
+use crate::encode::LONG_PIECE;
+use crate::error::{try_push, try_reserve, AllocError};
 use crate::long_merge::LongMerge;
 use crate::pairs::RecentPairs;
 use crate::recent::RecentPieces;
@@ -59,31 +61,41 @@ pub(crate) struct Scratch {
 }
 
 impl Scratch {
-    /// Sized for texts of about `text_len` bytes, its cache bounded by `cap`.
-    pub(crate) fn for_text(text_len: usize, cap: CacheCap) -> Scratch {
-        Scratch {
-            symbols: Vec::new(),
-            ranks: Vec::new(),
-            pairs: RecentPairs::for_text(text_len),
-            recent: RecentPieces::for_text(text_len),
+    /// Sized for texts of about `text_len` bytes, its cache bounded by `cap`; fails when its tables
+    /// cannot be allocated (up to 600 KB).
+    pub(crate) fn for_text(text_len: usize, cap: CacheCap) -> Result<Scratch, AllocError> {
+        let (mut symbols, mut ranks) = (Vec::new(), Vec::new());
+        // The short merge loop's buffers at their largest, so that merging never allocates.
+        try_reserve(&mut symbols, LONG_PIECE)?;
+        try_reserve(&mut ranks, LONG_PIECE)?;
+        Ok(Scratch {
+            symbols,
+            ranks,
+            pairs: RecentPairs::for_text(text_len)?,
+            recent: RecentPieces::for_text(text_len)?,
             cache: BytesMap::default(),
             cached_ids: Vec::new(),
             long: LongMerge::default(),
             cap,
             seen: text_len,
-        }
+        })
     }
 
     /// Grows the direct-mapped tables for `text_len` more bytes of text: they are sized by all the
     /// text this scratch has encoded, so that a short text does not pay to clear large tables while a
-    /// long one, or many short ones, get full-sized tables.
+    /// long one, or many short ones, get full-sized tables. A table that cannot be allocated keeps its
+    /// size: they are caches, and only speed depends on their size.
     pub(crate) fn fit(&mut self, text_len: usize) {
         self.seen = self.seen.saturating_add(text_len);
         if RecentPieces::entries_for(self.seen) > self.recent.entries() {
-            self.recent = RecentPieces::for_text(self.seen);
+            if let Ok(recent) = RecentPieces::for_text(self.seen) {
+                self.recent = recent;
+            }
         }
         if RecentPairs::entries_for(self.seen) > self.pairs.entries() {
-            self.pairs = RecentPairs::for_text(self.seen);
+            if let Ok(pairs) = RecentPairs::for_text(self.seen) {
+                self.pairs = pairs;
+            }
         }
     }
 
@@ -111,25 +123,30 @@ impl ScratchPool {
     }
 
     /// Runs `f` with a scratch from the pool (or a new one) fitted to `text_len` bytes, and returns the
-    /// scratch to the pool. A scratch whose call panicked is dropped rather than returned.
+    /// scratch to the pool. A scratch whose call panicked is dropped rather than returned, and so is
+    /// one the pool has no room for. Fails, without calling `f`, when a new scratch cannot be allocated.
     ///
     /// The pool is never waited for: when its lock is taken, the call uses a new scratch and drops it
     /// at the end. A child process forked while another thread held the lock inherits it held by a
     /// thread that does not exist there, and waiting for it hung the child forever.
-    pub(crate) fn with<T>(&self, text_len: usize, f: impl FnOnce(&mut Scratch) -> T) -> T {
+    pub(crate) fn with<T>(
+        &self,
+        text_len: usize,
+        f: impl FnOnce(&mut Scratch) -> T,
+    ) -> Result<T, AllocError> {
         let pooled = self.try_lock().and_then(|mut idle| idle.pop());
         let mut scratch = match pooled {
             Some(mut scratch) => {
                 scratch.fit(text_len);
                 scratch
             }
-            None => Scratch::for_text(text_len, self.cap),
+            None => Scratch::for_text(text_len, self.cap)?,
         };
         let result = f(&mut scratch);
         if let Some(mut idle) = self.try_lock() {
-            idle.push(scratch);
+            let _ = try_push(&mut idle, scratch);
         }
-        result
+        Ok(result)
     }
 
     /// The idle scratches, unless another thread holds them.
@@ -158,7 +175,7 @@ mod tests {
 
     #[test]
     fn tables_grow_with_all_the_text_seen() {
-        let mut scratch = Scratch::for_text(100, CacheCap::CALL);
+        let mut scratch = Scratch::for_text(100, CacheCap::CALL).unwrap();
         assert_eq!(scratch.recent.entries(), RecentPieces::entries_for(100));
         // Many short texts add up: after 1 MB in 1 KB calls the tables are full size.
         for _ in 0..1024 {
@@ -177,25 +194,27 @@ mod tests {
     #[test]
     fn pool_reuses_one_scratch_per_concurrent_call() {
         let pool = ScratchPool::new(CacheCap::STREAM);
-        pool.with(10, |s| s.cached_ids.push(7));
+        pool.with(10, |s| s.cached_ids.push(7)).unwrap();
         // The next call gets the scratch the first one filled.
-        pool.with(10, |s| assert_eq!(s.cached_ids, [7]));
+        pool.with(10, |s| assert_eq!(s.cached_ids, [7])).unwrap();
         assert_eq!(pool.try_lock().unwrap().len(), 1);
         // A call made while another holds the scratch gets a new one; both come back.
         pool.with(10, |_| {
             pool.with(10, |inner| assert!(inner.cached_ids.is_empty()))
-        });
+        })
+        .unwrap()
+        .unwrap();
         assert_eq!(pool.try_lock().unwrap().len(), 2);
     }
 
     #[test]
     fn a_held_pool_is_not_waited_for() {
         let pool = ScratchPool::new(CacheCap::STREAM);
-        pool.with(10, |s| s.cached_ids.push(7));
+        pool.with(10, |s| s.cached_ids.push(7)).unwrap();
         // As in a forked child whose parent had a thread inside the lock: a new scratch, and the pool
         // is left as it was.
         let held = pool.idle.lock().unwrap();
-        pool.with(10, |s| assert!(s.cached_ids.is_empty()));
+        pool.with(10, |s| assert!(s.cached_ids.is_empty())).unwrap();
         assert_eq!(held.len(), 1);
     }
 }

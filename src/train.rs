@@ -15,13 +15,14 @@
 //!   It holds each word once: a pair is only ever created in one step — the initial count, or the step
 //!   that creates the newer of its two tokens — and words are visited once per step.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::count::{count_files, PreTokenCounts};
 use crate::encode::Encoder;
-use crate::error::{Error, Result};
+use crate::error::{try_copy, try_push, try_reserve, AllocError, Error, Result};
 use crate::progress::{Phase, Progress};
 use crate::queue::{Candidate, MergeQueue, Pair};
 use crate::scratch::{CacheCap, Scratch};
@@ -116,7 +117,7 @@ pub fn train_files<P: AsRef<Path> + Sync>(
     let counts = count_files(paths, &specials, options.chunk_size, threads, progress)?;
     let mut trained = train_counts(&counts, num_merges, &specials, progress)?;
     if options.count_tokens {
-        trained.tokens = encoded_length(&counts, &trained, &specials);
+        trained.tokens = encoded_length(&counts, &trained, &specials)?;
     }
     Ok(trained)
 }
@@ -128,24 +129,27 @@ pub fn train_counts(
     specials: &SpecialTokens,
     progress: &dyn Progress,
 ) -> Result<Trained> {
-    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-    let mut words = Words::new(counts);
-    let mut pairs = count_pairs(&words);
+    let mut tokens: Vec<Vec<u8>> = Vec::new();
+    let mut words = Words::new(counts).map_err(|e| e.named(WORDS))?;
+    let mut pairs = count_pairs(&words).map_err(|e| e.named(PAIRS))?;
     // Setting up takes a while with millions of distinct pre-tokens: a chance to stop before merging.
     progress.report(Phase::Merge, 0, num_merges as u64)?;
-    let mut queue = MergeQueue::from_vec(
-        pairs
-            .iter()
-            .map(|(&pair, s)| Candidate {
-                count: s.count,
-                pair,
-            })
-            .collect(),
-        &tokens,
-    );
+    let mut candidates = Vec::new();
+    try_reserve(&mut candidates, pairs.len()).map_err(|e| e.named(QUEUE))?;
+    candidates.extend(pairs.iter().map(|(&pair, s)| Candidate {
+        count: s.count,
+        pair,
+    }));
+    let vocab = |e: AllocError| e.named("the vocabulary");
+    try_reserve(&mut tokens, 256 + specials.tokens().len()).map_err(vocab)?;
+    for b in 0..=255u8 {
+        tokens.push(try_copy(&[b]).map_err(vocab)?);
+    }
+    let mut queue = MergeQueue::from_vec(candidates, &tokens);
     // Each merge removes at least one symbol, so the symbols bound the merges; `num_merges` itself may
     // be far larger (a huge vocab_size just trains until no pair is left).
-    let mut merges = Vec::with_capacity(num_merges.min(words.symbols.len()));
+    let mut merges = Vec::new();
+    try_reserve(&mut merges, num_merges.min(words.symbols.len())).map_err(vocab)?;
     let mut last_report = Instant::now();
     while merges.len() < num_merges {
         let Some(top) = queue.pop(&tokens) else { break };
@@ -153,29 +157,31 @@ pub fn train_counts(
             continue;
         };
         if live != top.count {
-            queue.push(
-                Candidate {
-                    count: live,
-                    pair: top.pair,
-                },
-                &tokens,
-            );
+            let live = Candidate {
+                count: live,
+                pair: top.pair,
+            };
+            queue.push(live, &tokens).map_err(|e| e.named(QUEUE))?;
             continue;
         }
         let id = tokens.len() as u32;
-        let mut merged = tokens[top.pair.0 as usize].clone();
-        merged.extend_from_slice(&tokens[top.pair.1 as usize]);
-        tokens.push(merged);
+        let (left, right) = (&tokens[top.pair.0 as usize], &tokens[top.pair.1 as usize]);
+        let mut merged = Vec::new();
+        try_reserve(&mut merged, left.len() + right.len()).map_err(vocab)?;
+        merged.extend_from_slice(left);
+        merged.extend_from_slice(right);
+        try_push(&mut tokens, merged).map_err(vocab)?;
         merges.push(top.pair);
-        for pair in words.merge(top.pair, id, &mut pairs) {
+        let created = words
+            .merge(top.pair, id, &mut pairs)
+            .map_err(|e| e.named(PAIRS))?;
+        for pair in created {
             if let Some(s) = pairs.get(&pair) {
-                queue.push(
-                    Candidate {
-                        count: s.count,
-                        pair,
-                    },
-                    &tokens,
-                );
+                let candidate = Candidate {
+                    count: s.count,
+                    pair,
+                };
+                queue.push(candidate, &tokens).map_err(|e| e.named(QUEUE))?;
             }
         }
         if merges.len() == num_merges || last_report.elapsed() >= REPORT_EVERY {
@@ -183,7 +189,10 @@ pub fn train_counts(
             last_report = Instant::now();
         }
     }
-    tokens.extend(added_specials(specials).map(|t| t.as_bytes().to_vec()));
+    try_reserve(&mut tokens, specials.tokens().len()).map_err(vocab)?;
+    for t in added_specials(specials) {
+        tokens.push(try_copy(t.as_bytes()).map_err(vocab)?);
+    }
     Ok(Trained {
         vocab: tokens,
         pretokens: counts.len(),
@@ -193,6 +202,11 @@ pub fn train_counts(
     })
 }
 
+/// What the parts of training are called in out-of-memory errors.
+const WORDS: &str = "the distinct pre-tokens";
+const PAIRS: &str = "the pairs of tokens";
+const QUEUE: &str = "the queue of merges";
+
 /// The special tokens that get an id of their own: all but those of one byte, which are that byte's
 /// token already (a vocabulary holds each byte string once).
 fn added_specials(specials: &SpecialTokens) -> impl Iterator<Item = &String> {
@@ -201,33 +215,40 @@ fn added_specials(specials: &SpecialTokens) -> impl Iterator<Item = &String> {
 
 /// The number of tokens the counted text encodes to with `trained`: each distinct pre-token encoded
 /// once, times its count, plus one token per special-token occurrence. Exact, since encoding encodes
-/// each pre-token on its own; None when the vocabulary cannot make an encoder.
+/// each pre-token on its own; None when the vocabulary cannot make an encoder. Fails only when memory
+/// runs out.
 fn encoded_length(
     counts: &PreTokenCounts,
     trained: &Trained,
     specials: &SpecialTokens,
-) -> Option<u64> {
-    let vocab = trained.vocab.iter().enumerate();
-    let vocab = vocab.map(|(id, t)| (id as u32, t.clone())).collect();
-    let merges: Vec<(Vec<u8>, Vec<u8>)> = trained
-        .merges
-        .iter()
-        .map(|&(a, b)| {
-            let token = |id: u32| trained.vocab[id as usize].clone();
-            (token(a), token(b))
-        })
-        .collect();
-    let encoder = Encoder::new(vocab, &merges, specials.tokens()).ok()?;
+) -> Result<Option<u64>> {
+    let tables = |e: AllocError| e.named("the tables of the vocabulary");
+    let mut vocab = Vec::new();
+    try_reserve(&mut vocab, trained.vocab.len()).map_err(tables)?;
+    vocab.extend((0u32..).zip(trained.vocab.iter().map(Vec::as_slice)));
+    let mut merges = Vec::new();
+    try_reserve(&mut merges, trained.merges.len()).map_err(tables)?;
+    let token = |id: u32| trained.vocab[id as usize].as_slice();
+    merges.extend(trained.merges.iter().map(|&(a, b)| (token(a), token(b))));
+    let encoder = match Encoder::new(&vocab, &merges, specials.tokens()) {
+        Ok(encoder) => encoder,
+        Err(e @ Error::OutOfMemory { .. }) => return Err(e),
+        Err(_) => return Ok(None),
+    };
     let mut tokens = counts.special_occurrences();
     let mut ids = Vec::new();
     // Each piece comes once: small caches, which would not be hit.
-    let mut scratch = Scratch::for_text(0, CacheCap::STREAM);
+    let mut scratch = Scratch::for_text(0, CacheCap::STREAM).map_err(tables)?;
+    let mut failed = Ok(());
     counts.for_each(|piece, count| {
         ids.clear();
-        encoder.encode_pretoken(piece, &mut ids, &mut scratch);
-        tokens += count * ids.len() as u64;
+        if failed.is_ok() {
+            failed = encoder.encode_pretoken(piece, &mut ids, &mut scratch);
+            tokens += count * ids.len() as u64;
+        }
     });
-    Some(tokens)
+    failed?;
+    Ok(Some(tokens))
 }
 
 /// The number of merges that fills `vocab_size` after the bytes and the special tokens.
@@ -240,29 +261,49 @@ pub fn num_merges(vocab_size: usize, specials: &SpecialTokens) -> Result<usize> 
 }
 
 /// Counts every adjacent pair in `words`, weighted by word count, and lists the words that hold it.
-fn count_pairs(words: &Words) -> FastMap<Pair, PairStats> {
+fn count_pairs(words: &Words) -> std::result::Result<FastMap<Pair, PairStats>, AllocError> {
     let mut pairs: FastMap<Pair, PairStats> = FastMap::default();
     for w in 0..words.len.len() {
         let symbols = words.symbols(w);
         for pair in symbols.windows(2) {
+            try_reserve_map(&mut pairs)?;
             let s = pairs.entry((pair[0], pair[1])).or_default();
             s.count += words.count[w];
             if s.words.last() != Some(&(w as u32)) {
-                s.words.push(w as u32);
+                try_push(&mut s.words, w as u32)?;
             }
         }
     }
+    Ok(pairs)
+}
+
+/// Room for one more pair in `pairs` (a check of the room left, as an insert makes anyway).
+#[inline]
+fn try_reserve_map(pairs: &mut FastMap<Pair, PairStats>) -> std::result::Result<(), AllocError> {
     pairs
+        .try_reserve(1)
+        .map_err(|_| AllocError::of::<(Pair, PairStats)>(pairs.len() + 1))
 }
 
 impl Words {
-    fn new(counts: &PreTokenCounts) -> Words {
+    /// The words of `counts`, in memory allocated once (the total length is counted first).
+    fn new(counts: &PreTokenCounts) -> std::result::Result<Words, AllocError> {
+        let (mut n, mut total) = (0, 0);
+        counts.for_each(|piece, _| {
+            if piece.len() >= 2 {
+                (n, total) = (n + 1, total + piece.len());
+            }
+        });
         let mut words = Words {
             symbols: Vec::new(),
             start: Vec::new(),
             len: Vec::new(),
             count: Vec::new(),
         };
+        try_reserve(&mut words.symbols, total)?;
+        try_reserve(&mut words.start, n)?;
+        try_reserve(&mut words.len, n)?;
+        try_reserve(&mut words.count, n)?;
         counts.for_each(|piece, count| {
             if piece.len() >= 2 {
                 words.start.push(words.symbols.len());
@@ -271,7 +312,7 @@ impl Words {
                 words.symbols.extend(piece.iter().map(|&b| b as u32));
             }
         });
-        words
+        Ok(words)
     }
 
     fn symbols(&self, w: usize) -> &[u32] {
@@ -281,7 +322,12 @@ impl Words {
     /// Replaces every occurrence of `pair` (left to right, without overlap) by `id` in the words that
     /// hold it, and updates `pairs`. Returns the pairs this step created (they hold `id`), for the
     /// queue.
-    fn merge(&mut self, pair: Pair, id: u32, pairs: &mut FastMap<Pair, PairStats>) -> Vec<Pair> {
+    fn merge(
+        &mut self,
+        pair: Pair,
+        id: u32,
+        pairs: &mut FastMap<Pair, PairStats>,
+    ) -> std::result::Result<Vec<Pair>, AllocError> {
         let (a, b) = pair;
         let holders = pairs.remove(&pair).map(|s| s.words).unwrap_or_default();
         let mut created: Vec<Pair> = Vec::new();
@@ -291,22 +337,27 @@ impl Words {
             let start = self.start[w as usize];
             let len = self.len[w as usize] as usize;
             let symbols = &mut self.symbols[start..start + len];
-            let mut add = |p: Pair, delta: i64| {
+            let mut add = |p: Pair, delta: i64| -> std::result::Result<(), AllocError> {
                 if p == pair {
-                    return;
+                    return Ok(());
                 }
-                let s = pairs.entry(p).or_insert_with(|| {
-                    created.push(p);
-                    PairStats::default()
-                });
+                try_reserve_map(pairs)?;
+                let s = match pairs.entry(p) {
+                    Entry::Occupied(s) => s.into_mut(),
+                    Entry::Vacant(slot) => {
+                        try_push(&mut created, p)?;
+                        slot.insert(PairStats::default())
+                    }
+                };
                 s.count += delta;
                 if delta > 0 {
                     if s.words.last() != Some(&w) {
-                        s.words.push(w);
+                        try_push(&mut s.words, w)?;
                     }
                 } else if s.count == 0 {
-                    emptied.push(p);
+                    try_push(&mut emptied, p)?;
                 }
+                Ok(())
             };
             // Rewrite in place: `out` trails `read`, so the symbol before an occurrence is already
             // rewritten (it may be `id` itself), which is what the new left pair must use.
@@ -315,13 +366,13 @@ impl Words {
                 if read + 1 < len && symbols[read] == a && symbols[read + 1] == b {
                     if out > 0 {
                         let prev = symbols[out - 1];
-                        add((prev, a), -count);
-                        add((prev, id), count);
+                        add((prev, a), -count)?;
+                        add((prev, id), count)?;
                     }
                     if read + 2 < len {
                         let next = symbols[read + 2];
-                        add((b, next), -count);
-                        add((id, next), count);
+                        add((b, next), -count)?;
+                        add((id, next), count)?;
                     }
                     symbols[out] = id;
                     read += 2;
@@ -339,7 +390,7 @@ impl Words {
             }
         }
         created.retain(|p| pairs.contains_key(p));
-        created
+        Ok(created)
     }
 }
 
@@ -352,7 +403,7 @@ mod tests {
     fn train(text: &str, vocab_size: usize, specials: &[&str]) -> Trained {
         let specials = SpecialTokens::new(specials).unwrap();
         let mut counts = PreTokenCounts::default();
-        count_text(text, &specials, &mut counts);
+        count_text(text, &specials, &mut counts).unwrap();
         train_counts(
             &counts,
             num_merges(vocab_size, &specials).unwrap(),
@@ -416,8 +467,8 @@ mod tests {
         assert_eq!(merge_bytes(&t), ["a|b", " |ab"]);
         assert_eq!(t.bytes, 18);
         let mut counts = PreTokenCounts::default();
-        count_text(text, &specials, &mut counts);
-        assert_eq!(encoded_length(&counts, &t, &specials), Some(7));
+        count_text(text, &specials, &mut counts).unwrap();
+        assert_eq!(encoded_length(&counts, &t, &specials).unwrap(), Some(7));
     }
 
     #[test]

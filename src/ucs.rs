@@ -15,25 +15,34 @@ pub enum Units<'a> {
     Ucs4(&'a [u32]),
 }
 
+impl Units<'_> {
+    /// The most bytes of UTF-8 these units can take: the room [`to_utf8`] reserves in `out` (with
+    /// `Vec::reserve`, which aborts the process when it fails; a caller that must not abort reserves
+    /// this much first, fallibly).
+    pub fn max_utf8_len(&self) -> usize {
+        match self {
+            Units::Latin1(units) => units.len() * 2,
+            Units::Ucs2(units) => units.len() * 3,
+            Units::Ucs4(units) => units.len() * 4,
+        }
+    }
+}
+
 /// Appends the UTF-8 of `text` to `out`, or returns the index of the first character UTF-8 cannot hold
 /// (a lone surrogate, which Python strings may contain, or a unit past U+10FFFF, which they cannot),
 /// leaving `out` partly written.
 pub fn to_utf8(text: Units<'_>, out: &mut Vec<u8>) -> Result<(), usize> {
+    out.reserve(text.max_utf8_len());
     match text {
-        Units::Latin1(units) => encode_units(units, 2, out),
-        Units::Ucs2(units) => encode_units(units, 3, out),
-        Units::Ucs4(units) => encode_units(units, 4, out),
+        Units::Latin1(units) => encode_units(units, out),
+        Units::Ucs2(units) => encode_units(units, out),
+        Units::Ucs4(units) => encode_units(units, out),
     }
 }
 
-/// [`to_utf8`] for units that each take at most `widest` bytes of UTF-8.
-fn encode_units<T: Copy + Into<u32>>(
-    units: &[T],
-    widest: usize,
-    out: &mut Vec<u8>,
-) -> Result<(), usize> {
+/// [`to_utf8`] for units, into room already reserved.
+fn encode_units<T: Copy + Into<u32>>(units: &[T], out: &mut Vec<u8>) -> Result<(), usize> {
     const BLOCK: usize = 16;
-    out.reserve(units.len() * widest);
     crate::huge_pages::advise(out.as_ptr(), out.capacity());
     let mut blocks = units.chunks_exact(BLOCK);
     let mut at = 0;

@@ -111,7 +111,7 @@ struct Case {
 fn train(text: &str, merges: usize) -> Case {
     let specials = SpecialTokens::new(&SPECIALS).unwrap();
     let mut counts = PreTokenCounts::default();
-    count_text(text, &specials, &mut counts);
+    count_text(text, &specials, &mut counts).unwrap();
     let trained = train_counts(&counts, merges, &specials, &Silent).unwrap();
 
     let vocab: Vec<(u32, Vec<u8>)> = (0u32..).zip(trained.vocab.iter().cloned()).collect();
@@ -132,7 +132,7 @@ fn train(text: &str, merges: usize) -> Case {
         rank,
     };
     let specials: Vec<String> = SPECIALS.iter().map(|s| s.to_string()).collect();
-    let encoder = Encoder::new(vocab, &merges, &specials).unwrap();
+    let encoder = Encoder::new(&vocab, &merges, &specials).unwrap();
     Case { encoder, model }
 }
 
@@ -178,7 +178,7 @@ fuzz_target!(|data: &[u8]| {
     let encoder = &case.encoder;
 
     let mut ids = Vec::new();
-    encoder.encode(&text, &mut ids);
+    encoder.encode(&text, &mut ids).unwrap();
     assert_eq!(ids, case.model.encode(&text), "text {text:?}");
 
     let mut decoded = Vec::new();
@@ -192,8 +192,10 @@ fuzz_target!(|data: &[u8]| {
         cut -= 1;
     }
     let mut streamed = Vec::new();
-    let used = encoder.encode_prefix(&text[..cut], false, &mut streamed);
+    let used = encoder
+        .encode_prefix(&text[..cut], false, &mut streamed)
+        .unwrap();
     let rest = format!("{}{}", &text[used..cut], &text[cut..]);
-    encoder.encode_prefix(&rest, true, &mut streamed);
+    encoder.encode_prefix(&rest, true, &mut streamed).unwrap();
     assert_eq!(streamed, ids, "streamed with a cut at {cut} of {text:?}");
 });

@@ -356,7 +356,7 @@ def _parser() -> argparse.ArgumentParser:
 def _error_message(e: BaseException) -> str:
     if isinstance(e, OSError) and e.filename is not None and e.strerror:
         return f"{e.filename}: {e.strerror}"
-    return str(e)
+    return str(e) or ("out of memory" if isinstance(e, MemoryError) else type(e).__name__)
 
 
 class _Terminated(KeyboardInterrupt):

@@ -1,0 +1,264 @@
+"""Out of memory is a MemoryError, never an abort (issue 12, section 2).
+
+Stanford CS336's tests limit a process's address space to its resident memory plus 1 MB and call
+``encode`` on a 5 MB text, expecting MemoryError; bytepair used to abort the interpreter ("memory
+allocation of 20000000 bytes failed", SIGABRT), and the test run with it.
+
+Each case here runs in a child process, so that an abort cannot take pytest with it. The child loads a
+tokenizer and its input, limits RLIMIT_AS to its resident memory plus a headroom, makes one call, lifts
+the limit (the hard limit stays unlimited) and makes the same call again. RLIMIT_AS counts virtual
+memory, and a Python process has far more mapped than resident, so the limit is below what is already
+mapped: no new mapping can be made (no mmap, no brk, no thread stack), and only what the allocator
+holds in its free lists is left. The child reports as JSON; the test asserts that it exited normally,
+that the call raised MemoryError or returned the right result, that nothing was printed on stderr, that
+no file was left behind, and that the call works once the limit is lifted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import bytepair
+from bytepair import Tokenizer
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc are Linux's"
+)
+
+HEADROOMS = [1_000_000, 20_000_000, 50_000_000, 100_000_000]
+SPECIALS = ["<|endoftext|>"]
+TRAIN_VOCAB_SIZE = 700
+
+# What the child does before and after its call: load the tokenizer and the text, then run CALL with
+# the address space limited, and again without a limit. `digest` reduces a result to a short string the
+# parent compares with its own.
+CHILD = """
+import hashlib, json, os, resource, sys
+import bytepair
+from bytepair import Tokenizer
+
+work, entry, headroom = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tok_dir = os.path.join(work, "tok")
+corpus = os.path.join(work, "corpus.txt")
+out_dir = sys.argv[4]
+tok = Tokenizer.from_dir(tok_dir)
+vocab, merges = tok.vocab, tok.merges
+with open(corpus, encoding="utf-8") as f:
+    text = f.read()
+half = len(text) // 2
+blocks = [text[i : i + 1_000_000] for i in range(0, len(text), 1_000_000)]
+ids = tok.encode(text) if entry == "decode" else None
+
+def read_npy():
+    import numpy as np
+    return np.load(os.path.join(out_dir, "out.npy")).tolist()
+
+CALLS = {
+    "encode": lambda: tok.encode(text),
+    "encode_batch": lambda: tok.encode_batch([text[:half], text[half:]]),
+    "encode_iterable": lambda: list(tok.encode_iterable(blocks)),
+    "decode": lambda: tok.decode(ids),
+    "train_bpe": lambda: bytepair.train_bpe(corpus, TRAIN_VOCAB_SIZE, SPECIALS, num_threads=1),
+    "encode_file": lambda: tok.encode_file(corpus, os.path.join(out_dir, "out.npy"), num_threads=1),
+    "Tokenizer": lambda: Tokenizer(vocab, merges, SPECIALS).encode("hello there"),
+    "from_files": lambda: Tokenizer.from_files(
+        os.path.join(tok_dir, "vocab.json"), os.path.join(tok_dir, "merges.txt"), SPECIALS
+    ).encode("hello there"),
+    "pretokenize": lambda: bytepair.pretokenize(text),
+}
+
+def resident():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) * 1024
+
+call = CALLS[entry]
+report = {}
+resource.setrlimit(resource.RLIMIT_AS, (resident() + headroom, resource.RLIM_INFINITY))
+try:
+    during = call()
+    report["outcome"] = "finished"
+except MemoryError as e:
+    during = None
+    report["outcome"] = "MemoryError"
+    report["message"] = str(e)
+except BaseException as e:
+    during = None
+    report["outcome"] = type(e).__name__
+    report["message"] = str(e)
+finally:
+    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+if entry == "encode_file" and during is not None:
+    during = (during, read_npy())
+report["left"] = sorted(os.listdir(out_dir))
+after = call()
+if entry == "encode_file":
+    after = (after, read_npy())
+report["during"] = None if during is None else digest(during)
+report["after"] = digest(after)
+print(json.dumps(report))
+"""
+
+DIGEST = """
+def digest(result):
+    return hashlib.sha256(repr(result).encode("utf-8")).hexdigest()
+"""
+
+
+def digest(result: object) -> str:
+    return hashlib.sha256(repr(result).encode("utf-8")).hexdigest()
+
+
+def corpus_text() -> str:
+    """5 MB of ASCII text made of a few thousand words, documents separated by the special token."""
+    rng = random.Random(12)
+    letters = "etaoinshrdlucmfwypvbgkqjxz"
+    words = ["".join(rng.choices(letters, k=rng.randint(1, 9))) for _ in range(3000)]
+    docs = []
+    size = 0
+    while size < 5_000_000:
+        doc = " ".join(rng.choices(words, k=rng.randint(50, 400))) + ".\n"
+        docs.append(doc)
+        size += len(doc) + len(SPECIALS[0])
+    return SPECIALS[0].join(docs)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with the corpus (corpus.txt) and a tokenizer trained on part of it (tok/)."""
+    work = tmp_path_factory.mktemp("memory")
+    text = corpus_text()
+    (work / "corpus.txt").write_text(text, encoding="utf-8")
+    (work / "sample.txt").write_text(text[:300_000], encoding="utf-8")
+    vocab, merges = bytepair.train_bpe(work / "sample.txt", 600, SPECIALS)
+    Tokenizer(vocab, merges, SPECIALS).save(work / "tok")
+    return work
+
+
+@pytest.fixture(scope="module")
+def expected(work: Path) -> dict[str, str]:
+    """The digest of each entry point's result, computed in this process without a limit."""
+    tok = Tokenizer.from_dir(work / "tok")
+    corpus = work / "corpus.txt"
+    text = corpus.read_text(encoding="utf-8")
+    half = len(text) // 2
+    ids = tok.encode(text)
+    return {
+        "encode": digest(ids),
+        "encode_batch": digest(tok.encode_batch([text[:half], text[half:]])),
+        "encode_iterable": digest(ids),
+        "decode": digest(text),
+        "train_bpe": digest(bytepair.train_bpe(corpus, TRAIN_VOCAB_SIZE, SPECIALS, num_threads=1)),
+        "encode_file": digest((len(ids), ids)),
+        "Tokenizer": digest(tok.encode("hello there")),
+        "from_files": digest(tok.encode("hello there")),
+        "pretokenize": digest(bytepair.pretokenize(text)),
+    }
+
+
+def run_child(
+    work: Path, out_dir: Path, entry: str, headroom: int
+) -> tuple[subprocess.CompletedProcess, dict]:
+    script = (
+        f"TRAIN_VOCAB_SIZE = {TRAIN_VOCAB_SIZE}\nSPECIALS = {SPECIALS!r}\n" + DIGEST + textwrap.dedent(CHILD)
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(work), entry, str(headroom), str(out_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    report = json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else {}
+    return proc, report
+
+
+def check(proc: subprocess.CompletedProcess, report: dict, expected: str, allowed_left: set[str]) -> None:
+    assert proc.returncode == 0, f"the child died ({proc.returncode}): {proc.stderr[-2000:]}"
+    assert proc.stderr == "", proc.stderr[-2000:]
+    assert report["outcome"] in ("finished", "MemoryError"), report
+    if report["outcome"] == "finished":
+        assert report["during"] == expected, "the call under the limit gave a wrong result"
+    assert set(report["left"]) <= allowed_left, f"files left behind: {report['left']}"
+    assert report["after"] == expected, "after the limit was lifted, the call gave a wrong result"
+
+
+ENTRIES = [
+    "encode",
+    "encode_batch",
+    "encode_iterable",
+    "decode",
+    "train_bpe",
+    "encode_file",
+    "Tokenizer",
+    "from_files",
+    "pretokenize",
+]
+
+
+@pytest.mark.parametrize("headroom", HEADROOMS, ids=lambda h: f"rss+{h // 1_000_000}MB")
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_entry_point_raises_memory_error_or_finishes(
+    work: Path, expected: dict[str, str], tmp_path: Path, entry: str, headroom: int
+) -> None:
+    proc, report = run_child(work, tmp_path, entry, headroom)
+    # encode_file's output may be there once a call finished; its temporary file never.
+    check(proc, report, expected[entry], {"out.npy"} if entry == "encode_file" else set())
+
+
+def test_encode_of_5mb_under_1mb_names_what_it_could_not_allocate(work: Path, tmp_path: Path) -> None:
+    """CS336's case: the ids of a 5 MB text do not fit in 1 MB, and the message says so."""
+    proc, report = run_child(work, tmp_path, "encode", 1_000_000)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert report["outcome"] == "MemoryError", report
+    assert "could not allocate" in report["message"] and "for the ids of a 5.0 MB text" in report["message"]
+
+
+CLI_CHILD = """
+import io, json, os, resource, sys
+from bytepair import cli
+
+tok_dir, text_path, headroom = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open(text_path, encoding="utf-8") as f:
+    text = f.read()
+sys.stdout = open(os.devnull, "w")
+
+def resident():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) * 1024
+
+report = {}
+resource.setrlimit(resource.RLIMIT_AS, (resident() + headroom, resource.RLIM_INFINITY))
+try:
+    report["status"] = cli.main(["inspect", tok_dir, text])
+except BaseException as e:
+    report["raised"] = type(e).__name__
+finally:
+    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+sys.stderr.flush()
+sys.stderr = io.StringIO()
+report["after"] = cli.main(["inspect", tok_dir, text])
+sys.__stdout__.write(json.dumps(report))
+"""
+
+
+def test_cli_reports_out_of_memory_in_one_line(work: Path) -> None:
+    """`bytepair inspect DIR TEXT` on a 5 MB TEXT with 1 MB to spare: the usual one-line error, exit 1."""
+    proc = subprocess.run(
+        [sys.executable, "-c", CLI_CHILD, str(work / "tok"), str(work / "corpus.txt"), "1000000"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report == {"status": 1, "after": 0}, (report, proc.stderr[-2000:])
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bytepair: error: "), proc.stderr[-2000:]
+    assert "allocate" in lines[0] or "out of memory" in lines[0], lines[0]
