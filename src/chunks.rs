@@ -84,7 +84,8 @@ pub struct Chunk {
     pub bytes: Vec<u8>,
 }
 
-/// An iterator of [`Chunk`]s read from `R`, cut only where cutting is safe.
+/// An iterator of [`Chunk`]s read from `R`, cut only where cutting is safe. A chunk that cannot be
+/// allocated is an error of kind [`std::io::ErrorKind::OutOfMemory`], not an abort.
 pub struct ChunkReader<'s, R> {
     reader: R,
     specials: &'s SpecialTokens,

@@ -21,7 +21,7 @@ use crate::npy_writer::{npy_header, NpyWriter};
 use crate::output::Output;
 use crate::progress::{Phase, Progress};
 use crate::scratch::{CacheCap, Scratch};
-use crate::threads::thread_count;
+use crate::threads::{thread_count, StartGate};
 
 /// The element type of the output array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,6 +195,7 @@ pub fn encode_file(
     // `room`: a chunk was written (workers may take more); `ready`: a chunk was encoded or a worker
     // ended (the writer may go on).
     let (room, ready) = (Condvar::new(), Condvar::new());
+    let gate = StartGate::default();
     let lock = || queue.lock().unwrap_or_else(PoisonError::into_inner);
     // Takes the next chunk, once fewer than `window` wait to be written, and encodes it; `None` at
     // the end of the input or once told to stop.
@@ -234,10 +235,11 @@ pub fn encode_file(
         // Room reserved for as many workers as asked for (a few): pushing cannot allocate.
         try_reserve(&mut workers, threads).map_err(|e| e.named("the queue of chunks"))?;
         for _ in 0..threads {
-            let (room, ready, lock, queue) = (&room, &ready, &lock, &queue);
+            let (room, ready, lock, queue, gate) = (&room, &ready, &lock, &queue, &gate);
             lock().workers += 1;
             let started = std::thread::Builder::new().spawn_scoped(scope, move || {
                 let _done = WorkerDone(queue, ready);
+                gate.enter();
                 let mut worker = Worker::default();
                 let work = || {
                     while let Some(encoded) = encode_next(&mut worker) {
@@ -264,6 +266,7 @@ pub fn encode_file(
                 }
             }
         }
+        gate.open(workers.len());
         // With no worker at all, this thread encodes each chunk before writing it.
         let mut alone = workers.is_empty().then(Worker::default);
         let (mut tokens, mut done, mut written) = (0u64, 0u64, 0u64);

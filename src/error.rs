@@ -222,3 +222,28 @@ impl std::error::Error for Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_impossible_allocation_is_an_error_naming_its_size() {
+        // More than any address space holds: the allocator refuses it, and nothing aborts.
+        let huge = 1 << 60;
+        assert_eq!(try_vec(0u32, huge), Err(AllocError::of::<u32>(huge)));
+        let mut v = vec![1u64, 2];
+        assert!(try_reserve(&mut v, huge).is_err());
+        assert_eq!(v, [1, 2]);
+        let e = AllocError { bytes: 19_700_000 }.of_text("the ids", 4_900_000);
+        assert_eq!(
+            e.to_string(),
+            "could not allocate 19.7 MB for the ids of a 4.9 MB text"
+        );
+        let e = AllocError { bytes: 524_288 }.named("the tables of the vocabulary");
+        assert_eq!(
+            e.to_string(),
+            "could not allocate 524.3 KB for the tables of the vocabulary"
+        );
+    }
+}

@@ -12,6 +12,7 @@
 
 use std::num::NonZeroUsize;
 use std::panic::resume_unwind;
+use std::sync::{Condvar, Mutex, PoisonError};
 
 /// How many threads may run at once here: the cores this process may use (CPU affinity and cgroup
 /// quota included), at least 1.
@@ -38,11 +39,18 @@ pub fn thread_count(num_threads: Option<usize>) -> usize {
 /// returned, the calling thread's first. Fewer run when not all can start; `work` shares out the work
 /// itself (each call takes items until none is left).
 pub(crate) fn run_on_threads<T: Send>(threads: usize, work: impl Fn() -> T + Sync) -> Vec<T> {
-    let work = &work;
+    let (work, gate) = (&work, &StartGate::default());
     std::thread::scope(|scope| {
         let helpers: Vec<_> = (1..threads)
-            .map_while(|_| std::thread::Builder::new().spawn_scoped(scope, work).ok())
+            .map_while(|_| {
+                let helper = move || {
+                    gate.enter();
+                    work()
+                };
+                std::thread::Builder::new().spawn_scoped(scope, helper).ok()
+            })
             .collect();
+        gate.open(helpers.len());
         let mut results = Vec::with_capacity(helpers.len() + 1);
         results.push(work());
         for helper in helpers {
@@ -50,6 +58,45 @@ pub(crate) fn run_on_threads<T: Send>(threads: usize, work: impl Fn() -> T + Syn
         }
         results
     })
+}
+
+/// Holds new threads at their start until all have started. glibc allocates a thread's thread-local
+/// storage for this library (with malloc) as the thread starts, and aborts the process ("cannot
+/// allocate memory for thread-local data") when that fails: under a memory limit, work that threads
+/// started earlier began meanwhile could take the memory it needed.
+#[derive(Default)]
+pub(crate) struct StartGate {
+    /// Threads that entered, and whether the gate is open.
+    state: Mutex<(usize, bool)>,
+    changed: Condvar,
+}
+
+impl StartGate {
+    /// In a new thread, first: counts it as started, then waits for [`Self::open`].
+    pub(crate) fn enter(&self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.0 += 1;
+        self.changed.notify_all();
+        while !state.1 {
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// In the thread that started `started` threads: waits until they all entered, then lets them go.
+    pub(crate) fn open(&self, started: usize) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while state.0 < started {
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        state.1 = true;
+        self.changed.notify_all();
+    }
 }
 
 #[cfg(test)]
