@@ -300,7 +300,7 @@ impl Encoder {
     /// Appends the ids of the pre-token `text[start..start + len]`: from the cache of recent pieces, as
     /// a whole token, from the cache of merged pieces, or merged. `out` must have room for `len` ids.
     /// Fails only when merging a long piece runs out of memory; the caches are skipped when full.
-    #[inline]
+    #[inline(always)]
     fn encode_piece(
         &self,
         text: &[u8],
