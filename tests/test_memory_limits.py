@@ -228,6 +228,9 @@ tok_dir, text_path, headroom = sys.argv[1], sys.argv[2], int(sys.argv[3])
 with open(text_path, encoding="utf-8") as f:
     text = f.read()
 sys.stdout = open(os.devnull, "w")
+# A first run imports what the command needs (argparse's first parser imports gettext and locale), so
+# that the limit falls on the work, not on reading modules.
+cli.main(["inspect", tok_dir, "warm up"])
 
 def resident():
     with open("/proc/self/status") as f:

@@ -383,12 +383,13 @@ def _threads_arg(text: str) -> int | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line with ``argv`` (default: ``sys.argv[1:]``) and returns the exit status."""
-    parser = _parser()
-    args = parser.parse_args(argv)
     # Signal handlers can only be set from the main thread (a test may call main from another).
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
+        # Parsing too: out of memory, building the parser (its first use imports modules) is as likely
+        # to fail as the command.
+        args = _parser().parse_args(argv)
         args.run(args)
     except (OSError, ValueError, TypeError, OverflowError, RuntimeError, MemoryError) as e:
         if isinstance(e, BrokenPipeError):  # `bytepair decode ... | head`: the reader has enough
