@@ -6,6 +6,7 @@
 //! memory is the chunks in flight (one per worker plus the reader's) and the maps, which grow with the
 //! number of distinct pre-tokens, not with the size of the file.
 
+use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -189,85 +190,23 @@ pub fn count_file(
     threads: usize,
     progress: &dyn Progress,
 ) -> Result<PreTokenCounts> {
-    let file = open_input(path, progress)?;
-    let total = file.metadata().map_err(|e| Error::io(path, e))?.len();
-    let reader = Mutex::new(ChunkReader::new(file, specials, chunk_size));
-    let stop = AtomicBool::new(false);
-    let done = AtomicU64::new(0);
-    // Chunks are pulled in file order, so when a chunk fails every earlier chunk has been pulled and
-    // finishes; keeping the smallest failing offset reports the first invalid byte of the file.
-    let first_error: Mutex<Option<(u64, Error)>> = Mutex::new(None);
-    let fail = |offset: u64, e: Error| {
-        stop.store(true, Ordering::Relaxed);
-        let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.as_ref().is_none_or(|(o, _)| offset < *o) {
-            *slot = Some((offset, e));
-        }
-    };
-    let next_chunk = || -> Option<Chunk> {
-        if stop.load(Ordering::Relaxed) {
-            return None;
-        }
-        let mut reader = reader.lock().unwrap_or_else(|p| p.into_inner());
-        match reader.next()? {
-            Ok(chunk) => Some(chunk),
-            Err(e) => {
-                fail(u64::MAX, Error::read(path, e, chunk_size));
-                None
-            }
-        }
-    };
-    // A thread's counts are made with its first chunk (512 KB, which may not be there to allocate).
-    let count_chunk = |counts: Option<PreTokenCounts>, chunk: Chunk| {
-        let mut counts = match counts.map_or_else(PreTokenCounts::new, Ok) {
-            Ok(counts) => counts,
-            Err(e) => {
-                fail(u64::MAX, e);
-                return None;
-            }
-        };
-        let counted = std::str::from_utf8(&chunk.bytes)
-            .map_err(|e| {
-                let offset = chunk.offset + e.valid_up_to() as u64;
-                let error = Error::InvalidUtf8 {
-                    path: path.to_path_buf(),
-                    offset,
-                };
-                (offset, error)
-            })
-            .and_then(|text| count_text(text, specials, &mut counts).map_err(|e| (u64::MAX, e)));
-        if let Err((offset, e)) = counted {
-            fail(offset, e);
-            return Some(counts);
-        }
-        let n =
-            done.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed) + chunk.bytes.len() as u64;
-        if let Err(e) = progress.report(Phase::Count, n, total) {
-            fail(u64::MAX, e);
-        }
-        Some(counts)
-    };
-    let mut counts: Option<PreTokenCounts> = None;
-    for thread in run_on_threads(threads, || {
-        std::iter::from_fn(next_chunk).fold(None, count_chunk)
-    }) {
-        counts = match (counts, thread) {
-            (Some(a), Some(b)) => a.merge(b).map_err(|e| fail(u64::MAX, e)).ok(),
-            (a, b) => a.or(b),
-        };
-    }
-    match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        Some((_, e)) => Err(e),
-        None => counts.map_or_else(PreTokenCounts::new, Ok),
-    }
+    count_files(&[path], specials, chunk_size, threads, progress)
+}
+
+/// The files being read: the reader of the current one, and the index of the next to open.
+struct Files<'s> {
+    current: Option<(usize, ChunkReader<'s, File>)>,
+    next: usize,
 }
 
 /// Counts the pre-tokens of the files at `paths`, each its own document: no pre-token spans two files,
-/// exactly as if they were joined by a special token. Progress counts bytes over all the files.
+/// exactly as if they were joined by a special token. The threads take chunks from one file after
+/// another, so many small files keep every thread busy as one large file does. Progress counts bytes
+/// over all the files.
 ///
 /// Fails on the first file that cannot be read (all are looked up before counting starts), on invalid
-/// UTF-8, or when `progress` asks to stop.
-pub fn count_files<P: AsRef<Path>>(
+/// UTF-8 (naming the first invalid byte of the first file that has one), or when `progress` asks to stop.
+pub fn count_files<P: AsRef<Path> + Sync>(
     paths: &[P],
     specials: &SpecialTokens,
     chunk_size: usize,
@@ -281,35 +220,96 @@ pub fn count_files<P: AsRef<Path>>(
             .map_err(|e| Error::io(path, e))?
             .len();
     }
-    let mut counts = PreTokenCounts::new()?;
-    for path in paths {
-        let progress = AfterEarlierFiles {
-            inner: progress,
-            before: counts.bytes(),
-            total,
+    let files = Mutex::new(Files {
+        current: None,
+        next: 0,
+    });
+    let stop = AtomicBool::new(false);
+    let done = AtomicU64::new(0);
+    // Chunks are pulled in order (file by file, offset by offset), so when a chunk fails every earlier
+    // chunk has been pulled and finishes; keeping the smallest failing position reports the first
+    // invalid byte. Errors of no position (I/O, memory, a stop) come last.
+    const NOWHERE: (usize, u64) = (usize::MAX, u64::MAX);
+    let first_error: Mutex<Option<((usize, u64), Error)>> = Mutex::new(None);
+    let fail = |at: (usize, u64), e: Error| {
+        stop.store(true, Ordering::Relaxed);
+        let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_none_or(|(first, _)| at < *first) {
+            *slot = Some((at, e));
+        }
+    };
+    let next_chunk = || -> Option<(usize, Chunk)> {
+        let mut files = files.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            let Some((index, reader)) = &mut files.current else {
+                let index = files.next;
+                let path = paths.get(index)?.as_ref();
+                files.next += 1;
+                match open_input(path, progress) {
+                    Ok(file) => {
+                        files.current = Some((index, ChunkReader::new(file, specials, chunk_size)))
+                    }
+                    Err(e) => fail(NOWHERE, e),
+                }
+                continue;
+            };
+            let index = *index;
+            match reader.next() {
+                Some(Ok(chunk)) => return Some((index, chunk)),
+                Some(Err(e)) => {
+                    fail(NOWHERE, Error::read(paths[index].as_ref(), e, chunk_size));
+                    return None;
+                }
+                None => files.current = None,
+            }
+        }
+    };
+    // A thread's counts are made with its first chunk (512 KB, which may not be there to allocate).
+    let count_chunk = |counts: Option<PreTokenCounts>, (index, chunk): (usize, Chunk)| {
+        let mut counts = match counts.map_or_else(PreTokenCounts::new, Ok) {
+            Ok(counts) => counts,
+            Err(e) => {
+                fail(NOWHERE, e);
+                return None;
+            }
         };
-        let file = count_file(path.as_ref(), specials, chunk_size, threads, &progress)?;
-        counts = counts.merge(file)?;
-    }
-    Ok(counts)
-}
-
-/// Reports a file's progress as progress over several files, `before` bytes of which are done.
-struct AfterEarlierFiles<'p> {
-    inner: &'p dyn Progress,
-    before: u64,
-    total: u64,
-}
-
-impl Progress for AfterEarlierFiles<'_> {
-    fn report(&self, phase: Phase, done: u64, _: u64) -> Result<()> {
-        let done = self.before + done;
+        let counted = std::str::from_utf8(&chunk.bytes)
+            .map_err(|e| {
+                let offset = chunk.offset + e.valid_up_to() as u64;
+                let error = Error::InvalidUtf8 {
+                    path: paths[index].as_ref().to_path_buf(),
+                    offset,
+                };
+                ((index, offset), error)
+            })
+            .and_then(|text| count_text(text, specials, &mut counts).map_err(|e| (NOWHERE, e)));
+        if let Err((at, e)) = counted {
+            fail(at, e);
+            return Some(counts);
+        }
+        let n =
+            done.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed) + chunk.bytes.len() as u64;
         // A pipe's size is 0 until read: the total grows with what was read.
-        self.inner.report(phase, done, self.total.max(done))
+        if let Err(e) = progress.report(Phase::Count, n, total.max(n)) {
+            fail(NOWHERE, e);
+        }
+        Some(counts)
+    };
+    let mut counts: Option<PreTokenCounts> = None;
+    for thread in run_on_threads(threads, || {
+        std::iter::from_fn(next_chunk).fold(None, count_chunk)
+    }) {
+        counts = match (counts, thread) {
+            (Some(a), Some(b)) => a.merge(b).map_err(|e| fail(NOWHERE, e)).ok(),
+            (a, b) => a.or(b),
+        };
     }
-
-    fn cancelled(&self) -> bool {
-        self.inner.cancelled()
+    match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some((_, e)) => Err(e),
+        None => counts.map_or_else(PreTokenCounts::new, Ok),
     }
 }
 
@@ -366,6 +366,27 @@ mod tests {
         expected.special_occurrences -= 1;
         assert_eq!(counts, expected);
         for path in paths {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_names_the_first_file_and_offset_that_has_it() {
+        let good = temp_file("good", "fine text here ".repeat(50).as_bytes());
+        let mut bytes = b"ok text here ".repeat(100);
+        bytes[300] = 0xFF;
+        let bad = temp_file("bad", &bytes);
+        let later = temp_file("later", b"\xFE later");
+        let specials = SpecialTokens::new::<&str>(&[]).unwrap();
+        for chunk_size in [3, 64, 4096] {
+            match count_files(&[&good, &bad, &later], &specials, chunk_size, 2, &Silent) {
+                Err(Error::InvalidUtf8 { path, offset }) => {
+                    assert_eq!((path, offset), (bad.clone(), 300))
+                }
+                other => panic!("expected InvalidUtf8, got {other:?}"),
+            }
+        }
+        for path in [good, bad, later] {
             std::fs::remove_file(path).unwrap();
         }
     }
