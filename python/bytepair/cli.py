@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 DEFAULT_SPECIAL_TOKEN = "<|endoftext|>"
 DEFAULT_CORPUS_VOCAB_SIZE = 1000
-_COPY_BLOCK = 1 << 20
 _DECODE_BLOCK = 1 << 20  # ids
 _INSPECT_HISTOGRAM_CAP = 16  # longer tokens share the last line
 
