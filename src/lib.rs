@@ -35,37 +35,25 @@
 //! assert_eq!(trained.vocab[258], b"<|endoftext|>");
 //! ```
 
-mod boundaries;
 pub mod bytes_map;
 pub mod chunks;
-pub mod count;
 pub mod encode;
-pub mod encode_file;
 pub mod error;
-pub mod huge_pages;
 pub mod input;
-mod long_merge;
-pub mod npy_writer;
 pub mod output;
-mod pairs;
 pub mod pretokenize;
 pub mod progress;
-pub mod queue;
-pub mod recent;
-mod scratch;
 pub mod special;
 pub mod threads;
 pub mod train;
-pub mod ucs;
-mod unicode_tables;
 
-#[cfg(feature = "python")]
-mod py;
+#[cfg(any(feature = "python", test))]
+mod python;
 
-pub use count::{count_file, count_files, count_text, PreTokenCounts};
 pub use encode::Encoder;
 pub use error::{Error, Result};
 pub use pretokenize::{pretokenize, PreTokens};
 pub use progress::{Phase, Progress, Silent};
 pub use special::SpecialTokens;
+pub use train::count::{count_file, count_files, count_text, PreTokenCounts};
 pub use train::{train_counts, train_files, TrainOptions, Trained};

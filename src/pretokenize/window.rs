@@ -31,7 +31,7 @@
 //! pattern.
 
 /// Bytes per window.
-pub(crate) const WINDOW: usize = 64;
+pub(super) const WINDOW: usize = 64;
 
 /// Boundaries are exact below this bit when the whole window is ASCII or Latin letters: the rules read
 /// up to two bytes ahead of a boundary (a contraction's letters), and a window has no bytes after its
@@ -43,7 +43,7 @@ const EXACT: u32 = WINDOW as u32 - 3;
 /// Latin letter, or that lies past the window (bit 0, the window's start, is left out). Also returns
 /// the mask of those other bytes from 0x80 up, which the caller scans one piece at a time.
 #[inline(always)]
-pub(crate) fn window_boundaries(window: &[u8; WINDOW]) -> (u64, u64) {
+pub(super) fn window_boundaries(window: &[u8; WINDOW]) -> (u64, u64) {
     let mut m = ByteMasks::of(window);
     if m.high != 0 {
         let latin = latin_letters(window, m.high);
@@ -116,7 +116,7 @@ impl ByteMasks {
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     fn of(window: &[u8; WINDOW]) -> ByteMasks {
-        use crate::pretokenize::sse2;
+        use super::classes::sse2;
         use std::arch::x86_64::*;
         let mut m = ByteMasks {
             letter: 0,

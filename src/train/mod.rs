@@ -15,19 +15,22 @@
 //!   It holds each word once: a pair is only ever created in one step — the initial count, or the step
 //!   that creates the newer of its two tokens — and words are visited once per step.
 
+pub mod count;
+pub mod queue;
+
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::count::{count_files, PreTokenCounts};
+use crate::encode::cache::{CacheCap, Scratch};
 use crate::encode::Encoder;
 use crate::error::{try_copy, try_push, try_reserve, AllocError, Error, Result};
 use crate::progress::{Phase, Progress};
-use crate::queue::{Candidate, MergeQueue, Pair};
-use crate::scratch::{CacheCap, Scratch};
 use crate::special::SpecialTokens;
 use crate::threads::thread_count;
+use crate::train::count::{count_files, PreTokenCounts};
+use crate::train::queue::{Candidate, MergeQueue, Pair};
 
 /// How often the merge loop reports progress, and so how soon it stops when asked to: by time, since
 /// a merge takes from nanoseconds to tens of milliseconds (the first merges of a large corpus rewrite
@@ -58,7 +61,7 @@ impl TrainOptions {
             vocab_size,
             special_tokens: Vec::new(),
             num_threads: None,
-            chunk_size: crate::count::DEFAULT_CHUNK_SIZE,
+            chunk_size: crate::train::count::DEFAULT_CHUNK_SIZE,
             count_tokens: false,
         }
     }
@@ -122,7 +125,7 @@ pub fn train_files<P: AsRef<Path> + Sync>(
     Ok(trained)
 }
 
-/// Trains on pre-token counts already made (see [`crate::count::count_text`]).
+/// Trains on pre-token counts already made (see [`crate::train::count::count_text`]).
 pub fn train_counts(
     counts: &PreTokenCounts,
     num_merges: usize,
@@ -397,8 +400,8 @@ impl Words {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::count::count_text;
     use crate::progress::Silent;
+    use crate::train::count::count_text;
 
     fn train(text: &str, vocab_size: usize, specials: &[&str]) -> Trained {
         let specials = SpecialTokens::new(specials).unwrap();

@@ -43,7 +43,7 @@ pub fn to_utf8(text: Units<'_>, out: &mut Vec<u8>) -> Result<(), usize> {
 /// [`to_utf8`] for units, into room already reserved.
 fn encode_units<T: Copy + Into<u32>>(units: &[T], out: &mut Vec<u8>) -> Result<(), usize> {
     const BLOCK: usize = 16;
-    crate::huge_pages::advise(out.as_ptr(), out.capacity());
+    crate::python::huge_pages::advise(out.as_ptr(), out.capacity());
     let mut blocks = units.chunks_exact(BLOCK);
     let mut at = 0;
     for block in &mut blocks {

@@ -18,8 +18,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+use crate::encode::file::{encode_file, Dtype};
 use crate::encode::Encoder;
-use crate::encode_file::{encode_file, Dtype};
 use crate::error::{try_reserve, AllocError, Error};
 use crate::progress::{Phase, Progress};
 use crate::threads::{max_threads, run_on_threads, thread_count};
@@ -322,7 +322,7 @@ fn train_bpe<'py>(
 }
 
 /// The UTF-8 of `text`: in place when it is ASCII (CPython stores ASCII as is), else converted by
-/// [`crate::ucs`], which is several times faster than CPython's conversion and leaves no copy inside the
+/// [`crate::python::strings`], which is several times faster than CPython's conversion and leaves no copy inside the
 /// string. A lone surrogate raises the `UnicodeEncodeError` Python itself would; MemoryError when the
 /// copy cannot be allocated.
 fn utf8<'a>(text: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
@@ -332,7 +332,7 @@ fn utf8<'a>(text: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
     // after it KIND and DATA describe GET_LENGTH units of that width, which the slices cover exactly.
     // The units of an ASCII string are its UTF-8, and `to_utf8` writes only UTF-8 into `buf`.
     unsafe {
-        use crate::ucs::{to_utf8, Units};
+        use crate::python::strings::{to_utf8, Units};
         use std::slice::from_raw_parts;
         let op = text.as_ptr();
         #[cfg(not(Py_3_12))]
@@ -414,7 +414,7 @@ impl PyEncoder {
                 (*list.as_ptr().cast::<ffi::PyListObject>()).ob_item,
                 ids.len(),
             );
-            crate::huge_pages::advise(items.as_ptr().cast(), size_of_val(items));
+            crate::python::huge_pages::advise(items.as_ptr().cast(), size_of_val(items));
             let mut failed = None;
             for (slot, &id) in items.iter_mut().zip(ids) {
                 *slot = match ints.get(id as usize) {
@@ -458,7 +458,7 @@ fn encode_vec(
     let mut ids: Vec<u32> = Vec::new();
     // As much as the encoder reserves (one id per byte), here so that it can be advised.
     try_reserve(&mut ids, text.len()).map_err(|e| e.of_text("the ids", text.len()))?;
-    crate::huge_pages::advise(ids.as_ptr().cast(), ids.capacity() * 4);
+    crate::python::huge_pages::advise(ids.as_ptr().cast(), ids.capacity() * 4);
     match cancel {
         Some(cancel) => encoder.encode_cancellable(text, &mut ids, cancel)?,
         None => encoder.encode(text, &mut ids)?,
@@ -691,7 +691,7 @@ impl PyEncoder {
             }
         };
         let progress = PyProgress::new(progress);
-        let chunk_size = chunk_size.unwrap_or(crate::count::DEFAULT_CHUNK_SIZE);
+        let chunk_size = chunk_size.unwrap_or(crate::train::count::DEFAULT_CHUNK_SIZE);
         let tokens = run_interruptible(py, &progress, || {
             encode_file(
                 &self.inner,
@@ -720,6 +720,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEncoder>()?;
     m.add_function(wrap_pyfunction!(pretokenize, m)?)?;
     m.add_function(wrap_pyfunction!(train_bpe, m)?)?;
-    m.add("UNICODE_VERSION", crate::unicode_tables::UNICODE_VERSION)?;
+    m.add("UNICODE_VERSION", crate::pretokenize::UNICODE_VERSION)?;
     Ok(())
 }

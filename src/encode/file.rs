@@ -14,13 +14,13 @@ use std::path::Path;
 use std::sync::{Condvar, Mutex, PoisonError};
 
 use crate::chunks::{Chunk, ChunkReader};
+use crate::encode::cache::{CacheCap, Scratch};
+use crate::encode::npy::{npy_header, NpyWriter};
 use crate::encode::Encoder;
 use crate::error::{try_reserve, Error, Result};
 use crate::input::open_input;
-use crate::npy_writer::{npy_header, NpyWriter};
 use crate::output::Output;
 use crate::progress::{Phase, Progress};
-use crate::scratch::{CacheCap, Scratch};
 use crate::threads::{thread_count, StartGate};
 
 /// The element type of the output array.

@@ -11,11 +11,11 @@
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use crate::bytes_map::BytesMap;
+use crate::encode::merge::LongMerge;
+use crate::encode::recent::RecentPieces;
+use crate::encode::table::RecentPairs;
 use crate::encode::LONG_PIECE;
 use crate::error::{try_push, try_reserve, AllocError};
-use crate::long_merge::LongMerge;
-use crate::pairs::RecentPairs;
-use crate::recent::RecentPieces;
 
 /// How many multi-token pieces a scratch's cache holds, and how many ids in all, before it starts over.
 #[derive(Clone, Copy, Debug)]

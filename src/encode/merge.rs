@@ -24,9 +24,9 @@ use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::encode::table::{RecentPairs, NO_MERGE};
 use crate::encode::Encoder;
 use crate::error::{try_push, try_reserve, AllocError};
-use crate::pairs::{RecentPairs, NO_MERGE};
 
 /// The end of the list.
 const NONE: u32 = u32::MAX;

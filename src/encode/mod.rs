@@ -23,16 +23,23 @@
 //! that 1 MB of one letter stays near-linear (about 3x prose per byte) instead of quadratic (the
 //! tiktoken issue where 512 KiB of "x" took two minutes).
 
+pub(crate) mod cache;
+pub mod file;
+mod merge;
+pub mod npy;
+pub mod recent;
+mod table;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::bytes_map::{BytesMap, InlineKey, INLINE};
 use crate::chunks::{last_safe_cut, lookahead, next_safe_cut};
+use crate::encode::cache::{CacheCap, Scratch, ScratchPool};
+use crate::encode::table::{pair_key, pair_table, PairTable, NO_MERGE};
 use crate::error::{try_reserve, try_vec, AllocError, Error, Result};
-use crate::pairs::{pair_key, pair_table, PairTable, NO_MERGE};
 use crate::pretokenize::pretokenize;
-use crate::scratch::{CacheCap, Scratch, ScratchPool};
 use crate::special::{Segment, SpecialTokens};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -680,8 +687,8 @@ mod tests {
             })
             .collect();
         let specials = SpecialTokens::new::<&str>(&[]).unwrap();
-        let mut counts = crate::count::PreTokenCounts::default();
-        crate::count::count_text(&words, &specials, &mut counts).unwrap();
+        let mut counts = crate::train::count::PreTokenCounts::default();
+        crate::train::count::count_text(&words, &specials, &mut counts).unwrap();
         let trained =
             crate::train::train_counts(&counts, 60, &specials, &crate::progress::Silent).unwrap();
         let vocab = trained.vocab.iter().enumerate();
@@ -722,8 +729,8 @@ mod tests {
                 .map(|_| alphabet[xorshift(&mut seed) as usize % alphabet.len()] as char)
                 .collect();
             let specials = SpecialTokens::new::<&str>(&[]).unwrap();
-            let mut counts = crate::count::PreTokenCounts::default();
-            crate::count::count_text(&text, &specials, &mut counts).unwrap();
+            let mut counts = crate::train::count::PreTokenCounts::default();
+            crate::train::count::count_text(&text, &specials, &mut counts).unwrap();
             let trained =
                 crate::train::train_counts(&counts, 40, &specials, &crate::progress::Silent)
                     .unwrap();
