@@ -85,8 +85,7 @@ def write_tables(version: str) -> None:
             "2 `\\p{N}`, 3 `\\s`.\n\n"
         )
         f.write("/// The Unicode version of the classes (`bytepair._core.UNICODE_VERSION`).\n")
-        f.write('#[cfg(feature = "python")]\n')
-        f.write(f'pub(crate) const UNICODE_VERSION: &str = "{version}";\n\n')
+        f.write(f'pub const UNICODE_VERSION: &str = "{version}";\n\n')
         f.write(f"pub(crate) const BLOCK_BITS: u32 = {BLOCK_BITS};\n\n")
         f.write(f"pub(crate) static BLOCK_INDEX: [u16; {len(index)}] = [\n")
         for i in range(0, len(index), 16):

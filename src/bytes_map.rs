@@ -276,10 +276,6 @@ impl<V: Copy + Default> BytesMap<V> {
         self.inline_len + self.long.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Removes every key, keeping the allocation.
     pub fn clear(&mut self) {
         self.tags.fill(0);
@@ -337,7 +333,7 @@ mod tests {
         });
         assert_eq!(seen, reference);
         map.clear();
-        assert!(map.is_empty() && map.get(&keys[5]).is_none());
+        assert!(map.len() == 0 && map.get(&keys[5]).is_none());
     }
 
     #[test]

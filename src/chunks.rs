@@ -25,6 +25,10 @@ use std::io::Read;
 use crate::pretokenize::is_safe_cut;
 use crate::special::SpecialTokens;
 
+/// The chunk size used unless a caller asks for another: big enough that per-chunk overhead vanishes,
+/// small enough that a few chunks in flight cost little memory.
+pub const DEFAULT_CHUNK_SIZE: usize = 4 << 20;
+
 /// The most bytes a chunk holds when it has no safe cut: 16 MiB.
 pub const MAX_UNCUT: usize = 16 << 20;
 

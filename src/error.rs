@@ -13,18 +13,39 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+/// What went wrong, with what a user needs to act on it; its `Display` text is the message.
 #[derive(Debug)]
 pub enum Error {
     /// Opening, reading or writing `path` failed.
-    Io { path: PathBuf, source: io::Error },
-    /// The input is not UTF-8: the first invalid byte is at `offset` (from the start of the file).
-    InvalidUtf8 { path: PathBuf, offset: u64 },
+    Io {
+        /// The path the caller gave.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// The input is not UTF-8.
+    InvalidUtf8 {
+        /// The input file.
+        path: PathBuf,
+        /// The first invalid byte, from the start of the file.
+        offset: u64,
+    },
     /// `vocab_size` cannot hold the 256 byte tokens and the special tokens.
-    VocabTooSmall { vocab_size: usize, minimum: usize },
+    VocabTooSmall {
+        /// The size asked for.
+        vocab_size: usize,
+        /// The smallest size that holds them.
+        minimum: usize,
+    },
     /// A special token is the empty string.
     EmptySpecialToken,
-    /// A special token longer than `max` bytes (see [`crate::special::MAX_SPECIAL_TOKEN_LEN`]).
-    SpecialTokenTooLong { len: usize, max: usize },
+    /// A special token is longer than a special token may be.
+    SpecialTokenTooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The most bytes a special token may have.
+        max: usize,
+    },
     /// The caller's progress callback asked to stop (for example on Ctrl-C).
     Interrupted,
     /// A vocabulary or merges that cannot make a tokenizer; the text says why.
@@ -32,14 +53,21 @@ pub enum Error {
     /// An id that has no token, given to decode.
     UnknownId(u64),
     /// An id too large for the output type asked for.
-    IdOutOfRange { id: u32, dtype: &'static str },
+    IdOutOfRange {
+        /// The largest id of the part of the output that failed.
+        id: u32,
+        /// The NumPy name of the output type (`uint16`).
+        dtype: &'static str,
+    },
     /// The output named is the input file (by device and inode): writing it would destroy the input.
     OutputIsInput(PathBuf),
-    /// An allocation of `bytes` for `what` failed; `text` is the length of the text it was for, when
-    /// that says why it was large.
+    /// An allocation failed.
     OutOfMemory {
+        /// What the memory was for ("the ids").
         what: &'static str,
+        /// The bytes asked for.
         bytes: usize,
+        /// The length of the text it was for, when that says why it was large.
         text: Option<usize>,
     },
 }
@@ -47,6 +75,7 @@ pub enum Error {
 /// An allocation of `bytes` failed (the memory it asked for, not what the allocator rounds it to).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AllocError {
+    /// The bytes asked for.
     pub bytes: usize,
 }
 
@@ -142,6 +171,7 @@ impl fmt::Display for Size {
     }
 }
 
+/// The result of the engine's fallible operations.
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {

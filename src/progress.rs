@@ -19,6 +19,7 @@ pub enum Phase {
 
 /// Receives progress and may stop the work by returning an error, which the operation then returns.
 pub trait Progress: Sync {
+    /// `done` of `total` units of `phase` are done; an error stops the work with that error.
     fn report(&self, phase: Phase, done: u64, total: u64) -> Result<()>;
 
     /// Whether the work was asked to stop (then the next report fails): for waits that have nothing

@@ -112,7 +112,9 @@ fn train(text: &str, merges: usize) -> Case {
     let specials = SpecialTokens::new(&SPECIALS).unwrap();
     let mut counts = PreTokenCounts::default();
     count_text(text, &specials, &mut counts).unwrap();
-    let trained = train_counts(&counts, merges, &specials, &Silent).unwrap();
+    // The 256 bytes, the merges, and the special tokens (all longer than a byte).
+    let vocab_size = 256 + merges + SPECIALS.len();
+    let trained = train_counts(&counts, vocab_size, &specials, &Silent).unwrap();
 
     let vocab: Vec<(u32, Vec<u8>)> = (0u32..).zip(trained.vocab.iter().cloned()).collect();
     let token = |id: u32| trained.vocab[id as usize].clone();

@@ -1,6 +1,6 @@
 //! Differential fuzzing of the pre-tokenizer against a straightforward model of the GPT-2 pattern.
 //!
-//! The scanner in `src/pretokenize.rs` is hand-optimized: it looks one character ahead and never
+//! The scanner in `src/pretokenize/` is hand-optimized: it looks one character ahead and never
 //! backtracks. The model below instead walks the pattern's alternatives in order, the way a
 //! backtracking regex engine does, so that the two share nothing but the character classes
 //! (`class_of`, which `tests/test_pretokenize.py` checks against `regex` for every code point).
@@ -10,7 +10,7 @@
 
 #![no_main]
 
-use bytepair::pretokenize::{class_of, is_safe_cut, pretokenize, Class};
+use bytepair::{class_of, is_safe_cut, pretokenize, Class};
 use libfuzzer_sys::fuzz_target;
 
 fn is(chars: &[char], i: usize, class: Class) -> bool {

@@ -1,42 +1,47 @@
-//! [`Scratch`]: the encoder's per-thread buffers and caches, and [`ScratchPool`], which keeps them
-//! between calls.
+//! The encoder's caches, kept per thread and between calls: [`Scratch`] (the buffers and caches of one
+//! thread's encoding), [`ScratchPool`] (scratches kept between calls), and [`RecentPieces`].
 //!
-//! Encoding a text fills caches (recent pieces, merged pieces, pair answers) that make the rest of the
-//! text fast. A tokenizer is usually called once per document, thousands of times, and a fresh scratch
-//! per call started every document cold: every word was looked up in the large vocabulary table again
-//! and every multi-token word merged again. The pool hands each call a scratch an earlier call filled:
-//! encoding prose one 1 KB document per call went from 34 to 52 MB/s, and `encode_batch` of the same
-//! documents from 29 to 64 MB/s (one core).
+//! Encoding a text fills caches (recent pieces, merged pieces, the merge table's answers) that make the
+//! rest of the text fast. A tokenizer is usually called once per document, thousands of times; a fresh
+//! scratch per call would start every document cold, every word looked up in the large vocabulary table
+//! again and every multi-token word merged again. The pool hands each call a scratch an earlier call
+//! filled.
+//!
+//! [`RecentPieces`] is a small direct-mapped cache from short pre-tokens to their ids. The vocabulary
+//! table and the cache of merged pieces are large (megabytes for GPT-2), and words come in a Zipf
+//! distribution, so their lookups are spread over the whole table and most wait for memory. A table of
+//! recently seen pieces the size of L2 answers most of them (the few thousand most common words are
+//! most of any text); a miss costs one more load before the large maps. Direct-mapped: a piece has one
+//! slot, chosen by its hash, and a new piece evicts the old one; collisions only cost hit rate.
+//!
+//! Invariants: a scratch holds ids of one encoder and is only used with it; the caches are bounded
+//! ([`CacheCap`], fixed-size tables), so memory does not grow with the text; a cache that cannot grow
+//! (out of memory) keeps nothing and only costs time.
 
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
-use crate::bytes_map::BytesMap;
-use crate::encode::merge::LongMerge;
-use crate::encode::recent::RecentPieces;
-use crate::encode::table::RecentPairs;
-use crate::encode::LONG_PIECE;
-use crate::error::{try_push, try_reserve, AllocError};
+use super::merge::{LongMerge, ShortMerge};
+use super::table::MergeCache;
+use crate::bytes_map::{BytesMap, InlineKey};
+use crate::error::{try_push, try_vec, AllocError};
 
 /// How many multi-token pieces a scratch's cache holds, and how many ids in all, before it starts over.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CacheCap {
-    pub(crate) pieces: usize,
-    pub(crate) ids: usize,
+    pub(super) pieces: usize,
+    pub(super) ids: usize,
 }
 
 impl CacheCap {
-    /// For `encode` and `encode_file`. 20 MB of prose has ~66K distinct pieces that are not one token
-    /// (CJK-heavy text ~107K): at 16K entries the cache kept starting over, and 128K took encoding from
-    /// 2.42G to 2.23G instructions on prose and 1.16G to 0.95G on CJK-heavy text (callgrind); 80K made
-    /// CJK-heavy text 27% slower. About 13 MB when full (only pieces shorter than `LONG_PIECE` are
-    /// cached, so however long-tailed the text).
+    /// For `encode` and `encode_file`: room for the distinct multi-token pieces of tens of megabytes
+    /// of prose or CJK-heavy text, so that the cache does not keep starting over. About 13 MB when full
+    /// (only pieces shorter than `LONG_PIECE` are cached, so however long-tailed the text).
     pub(crate) const CALL: CacheCap = CacheCap {
         pieces: 1 << 17,
         ids: 1 << 20,
     };
 
-    /// For streams (`encode_prefix`), whose growth in memory must stay small: with [`Self::CALL`] a
-    /// stream of prose grew RSS by 22 MB. About 1.5 MB when full.
+    /// For streams (`encode_prefix`), whose growth in memory must stay small. About 1.5 MB when full.
     pub(crate) const STREAM: CacheCap = CacheCap {
         pieces: 1 << 14,
         ids: 1 << 17,
@@ -44,18 +49,18 @@ impl CacheCap {
 }
 
 /// State reused across the pieces of one call, and between calls: buffers of the merge loops, the
-/// recent pieces, the pair answers, and a bounded cache of multi-token pieces (their ids end to end in
-/// `cached_ids`), since words that are not one token recur. Used by one thread at a time.
+/// recent pieces, the merge table's recent answers, and a bounded cache of multi-token pieces (their
+/// ids end to end in `cached_ids`), since words that are not one token recur. Used by one thread at a
+/// time.
 pub(crate) struct Scratch {
-    pub(crate) symbols: Vec<u32>,
-    pub(crate) ranks: Vec<(u32, u32)>,
-    pub(crate) pairs: RecentPairs,
-    pub(crate) recent: RecentPieces,
-    pub(crate) cache: BytesMap<(u32, u32)>,
-    pub(crate) cached_ids: Vec<u32>,
-    pub(crate) long: LongMerge,
+    pub(super) short: ShortMerge,
+    pub(super) long: LongMerge,
+    pub(super) merge_cache: MergeCache,
+    pub(super) recent: RecentPieces,
+    pub(super) cache: BytesMap<(u32, u32)>,
+    pub(super) cached_ids: Vec<u32>,
     /// Bounds `cache` and `cached_ids`.
-    pub(crate) cap: CacheCap,
+    pub(super) cap: CacheCap,
     /// Bytes of text encoded with this scratch, which its small tables are sized by.
     seen: usize,
 }
@@ -64,18 +69,13 @@ impl Scratch {
     /// Sized for texts of about `text_len` bytes, its cache bounded by `cap`; fails when its tables
     /// cannot be allocated (up to 600 KB).
     pub(crate) fn for_text(text_len: usize, cap: CacheCap) -> Result<Scratch, AllocError> {
-        let (mut symbols, mut ranks) = (Vec::new(), Vec::new());
-        // The short merge loop's buffers at their largest, so that merging never allocates.
-        try_reserve(&mut symbols, LONG_PIECE)?;
-        try_reserve(&mut ranks, LONG_PIECE)?;
         Ok(Scratch {
-            symbols,
-            ranks,
-            pairs: RecentPairs::for_text(text_len)?,
+            short: ShortMerge::new()?,
+            long: LongMerge::default(),
+            merge_cache: MergeCache::for_text(text_len)?,
             recent: RecentPieces::for_text(text_len)?,
             cache: BytesMap::default(),
             cached_ids: Vec::new(),
-            long: LongMerge::default(),
             cap,
             seen: text_len,
         })
@@ -85,23 +85,23 @@ impl Scratch {
     /// text this scratch has encoded, so that a short text does not pay to clear large tables while a
     /// long one, or many short ones, get full-sized tables. A table that cannot be allocated keeps its
     /// size: they are caches, and only speed depends on their size.
-    pub(crate) fn fit(&mut self, text_len: usize) {
+    fn fit(&mut self, text_len: usize) {
         self.seen = self.seen.saturating_add(text_len);
         if RecentPieces::entries_for(self.seen) > self.recent.entries() {
             if let Ok(recent) = RecentPieces::for_text(self.seen) {
                 self.recent = recent;
             }
         }
-        if RecentPairs::entries_for(self.seen) > self.pairs.entries() {
-            if let Ok(pairs) = RecentPairs::for_text(self.seen) {
-                self.pairs = pairs;
+        if MergeCache::entries_for(self.seen) > self.merge_cache.entries() {
+            if let Ok(merge_cache) = MergeCache::for_text(self.seen) {
+                self.merge_cache = merge_cache;
             }
         }
     }
 
     /// Appends the cached ids at `(start, len)` of `cached_ids`.
     #[inline]
-    pub(crate) fn push_cached(&self, (start, len): (u32, u32), out: &mut Vec<u32>) {
+    pub(super) fn push_cached(&self, (start, len): (u32, u32), out: &mut Vec<u32>) {
         out.extend_from_slice(&self.cached_ids[start as usize..(start + len) as usize]);
     }
 }
@@ -169,6 +169,71 @@ impl std::fmt::Debug for ScratchPool {
     }
 }
 
+/// The most ids an entry holds; pieces of more tokens are left to the larger caches.
+const MAX_IDS: usize = 3;
+
+/// 32 bytes: two to a cache line.
+#[derive(Clone, Copy, Default)]
+struct Entry {
+    lo: u64,
+    hi: u64,
+    /// The key's length (0 marks an empty entry) in the low byte, the number of ids above it.
+    meta: u32,
+    ids: [u32; MAX_IDS],
+}
+
+/// Short pieces seen recently, and their ids.
+pub(super) struct RecentPieces {
+    entries: Vec<Entry>,
+    mask: usize,
+}
+
+impl RecentPieces {
+    /// Enough entries for a text of `text_len` bytes, at most 16384 (512 KB) and at least 64, so that
+    /// a short text does not pay to clear a large table.
+    pub(super) fn for_text(text_len: usize) -> Result<RecentPieces, AllocError> {
+        let n = Self::entries_for(text_len);
+        Ok(RecentPieces {
+            entries: try_vec(Entry::default(), n)?,
+            mask: n - 1,
+        })
+    }
+
+    /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
+    pub(super) fn entries_for(text_len: usize) -> usize {
+        (text_len / 8).next_power_of_two().clamp(64, 16384)
+    }
+
+    /// The number of entries.
+    pub(super) fn entries(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The ids of the piece `key` stands for, if it is here.
+    #[inline(always)]
+    pub(super) fn get(&self, key: &InlineKey) -> Option<&[u32]> {
+        let e = &self.entries[key.hash as usize & self.mask];
+        (e.lo == key.lo && e.hi == key.hi && e.meta & 0xFF == key.len)
+            .then(|| &e.ids[..(e.meta >> 8) as usize])
+    }
+
+    /// Records that the piece `key` stands for encodes to `ids`, if they fit an entry.
+    #[inline(always)]
+    pub(super) fn insert(&mut self, key: &InlineKey, ids: &[u32]) {
+        if ids.len() > MAX_IDS {
+            return;
+        }
+        let e = &mut self.entries[key.hash as usize & self.mask];
+        e.lo = key.lo;
+        e.hi = key.hi;
+        e.meta = key.len | (ids.len() as u32) << 8;
+        // Element by element: a copy of a slice of unknown length is a call to memcpy.
+        for (slot, &id) in e.ids.iter_mut().zip(ids) {
+            *slot = id;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,8 +251,8 @@ mod tests {
             RecentPieces::entries_for(usize::MAX)
         );
         assert_eq!(
-            scratch.pairs.entries(),
-            RecentPairs::entries_for(usize::MAX)
+            scratch.merge_cache.entries(),
+            MergeCache::entries_for(usize::MAX)
         );
     }
 
@@ -216,5 +281,25 @@ mod tests {
         let held = pool.idle.lock().unwrap();
         pool.with(10, |s| assert!(s.cached_ids.is_empty())).unwrap();
         assert_eq!(held.len(), 1);
+    }
+
+    #[test]
+    fn returns_what_was_inserted_until_evicted() {
+        let mut recent = RecentPieces::for_text(0).unwrap();
+        let (a, b) = (
+            InlineKey::new(b" the"),
+            InlineKey::new(" th\u{435}".as_bytes()),
+        );
+        assert!(recent.get(&a).is_none());
+        recent.insert(&a, &[262]);
+        recent.insert(&b, &[262, 16843, 113]);
+        assert_eq!(recent.get(&b), Some(&[262, 16843, 113][..]));
+        if a.hash as usize & recent.mask != b.hash as usize & recent.mask {
+            assert_eq!(recent.get(&a), Some(&[262][..]));
+        }
+        recent.insert(&a, &[1, 2, 3, 4]);
+        assert_ne!(recent.get(&a), Some(&[1, 2, 3, 4][..]));
+        // An empty entry matches no key: lengths are at least 1.
+        assert!(recent.get(&InlineKey::new(b"\0")).is_none());
     }
 }

@@ -13,10 +13,10 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::{Condvar, Mutex, PoisonError};
 
-use crate::chunks::{Chunk, ChunkReader};
-use crate::encode::cache::{CacheCap, Scratch};
-use crate::encode::npy::{npy_header, NpyWriter};
-use crate::encode::Encoder;
+use super::cache::{CacheCap, Scratch};
+use super::npy::{npy_header, NpyWriter};
+use super::Encoder;
+use crate::chunks::{Chunk, ChunkReader, DEFAULT_CHUNK_SIZE};
 use crate::error::{try_reserve, Error, Result};
 use crate::input::open_input;
 use crate::output::Output;
@@ -26,8 +26,32 @@ use crate::threads::{thread_count, StartGate};
 /// The element type of the output array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dtype {
+    /// `uint16`: for vocabularies of at most 65,536 ids; a larger id is an error.
     U16,
+    /// `uint32`.
     U32,
+}
+
+/// How to encode a file.
+#[derive(Clone, Debug)]
+pub struct EncodeFileOptions {
+    /// The element type of the output array.
+    pub dtype: Dtype,
+    /// Worker threads; `None` uses every core (see [`crate::thread_count`]).
+    pub num_threads: Option<usize>,
+    /// Target size of the pieces the input is read in (see [`crate::DEFAULT_CHUNK_SIZE`]).
+    pub chunk_size: usize,
+}
+
+impl EncodeFileOptions {
+    /// Options for an array of `dtype`: every core, chunks of [`crate::DEFAULT_CHUNK_SIZE`].
+    pub fn new(dtype: Dtype) -> EncodeFileOptions {
+        EncodeFileOptions {
+            dtype,
+            num_threads: None,
+            chunk_size: DEFAULT_CHUNK_SIZE,
+        }
+    }
 }
 
 impl Dtype {
@@ -52,7 +76,7 @@ type Encoded = Result<(Vec<u8>, u64, u64)>;
 
 /// The chunks of the input, handed to workers in order, and the encoded chunks on their way to the
 /// writer.
-struct Queue<'s> {
+struct ChunkQueue<'s> {
     chunks: ChunkReader<'s, File>,
     /// The sequence number of the next chunk to hand out.
     next: u64,
@@ -83,7 +107,7 @@ struct Worker {
 }
 
 /// Counts a worker out when it ends, by returning or by panicking, and wakes the writer.
-struct WorkerDone<'a, 's>(&'a Mutex<Queue<'s>>, &'a Condvar);
+struct WorkerDone<'a, 's>(&'a Mutex<ChunkQueue<'s>>, &'a Condvar);
 
 impl Drop for WorkerDone<'_, '_> {
     fn drop(&mut self) {
@@ -133,17 +157,21 @@ fn to_le_bytes(ids: &[u32], dtype: Dtype, out: &mut Vec<u8>) -> Result<()> {
     Ok(())
 }
 
-/// Encodes the UTF-8 file `input` into `output` (`.npy`, one-dimensional, `dtype`) on `threads` worker
-/// threads (see [`thread_count`]; fewer when not all can start), and returns the number of tokens.
+/// Encodes the UTF-8 file `input` into `output` (`.npy`, one-dimensional, of `options.dtype`) on
+/// `options.num_threads` worker threads (fewer when not all can start), and returns the number of
+/// tokens. `output` is replaced only when everything succeeded (see the module docs).
 pub fn encode_file(
     encoder: &Encoder,
     input: &Path,
     output: &Path,
-    dtype: Dtype,
-    threads: Option<usize>,
-    chunk_size: usize,
+    options: &EncodeFileOptions,
     progress: &dyn Progress,
 ) -> Result<u64> {
+    let EncodeFileOptions {
+        dtype,
+        num_threads,
+        chunk_size,
+    } = *options;
     let file = open_input(input, progress)?;
     let input_meta = file.metadata().map_err(|e| Error::io(input, e))?;
     let total = input_meta.len();
@@ -154,7 +182,7 @@ pub fn encode_file(
     let write_err = |e| Error::io(output, e);
     let mut out = NpyWriter::new(out_file).map_err(write_err)?;
 
-    let threads = thread_count(threads);
+    let threads = thread_count(num_threads);
     // `bytes` comes from `spare_out`.
     let encode_chunk = |chunk: &Chunk, worker: &mut Worker, mut bytes: Vec<u8>| {
         let text = std::str::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
@@ -182,7 +210,7 @@ pub fn encode_file(
     let (mut encoded, mut spare_out) = (Vec::new(), Vec::new());
     try_reserve(&mut encoded, window).map_err(|e| e.named("the queue of chunks"))?;
     try_reserve(&mut spare_out, window).map_err(|e| e.named("the queue of chunks"))?;
-    let queue = Mutex::new(Queue {
+    let queue = Mutex::new(ChunkQueue {
         chunks,
         next: 0,
         written: 0,

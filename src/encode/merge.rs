@@ -1,32 +1,93 @@
-//! [`LongMerge`]: the merge loop for long pre-tokens, in O(n log n) where the short loop is quadratic.
+//! Where a merge happens: the two merge loops of the encoder, which turn a pre-token's bytes into ids.
 //!
-//! A pre-token can be a megabyte of one letter, one digit or spaces, and tiktoken's loop (find the
-//! lowest-ranked pair, merge it, repeat) took two minutes on 512 KiB of "x". This one makes the same
-//! merges in the same order:
+//! Both make tiktoken's merges (`byte_pair_merge`) in tiktoken's order: find the adjacent pair of the
+//! lowest rank ([`MergeTable`]), leftmost among equals, merge it, repeat until no pair merges. So ids
+//! equal tiktoken's for the same ranks. They differ in cost:
 //!
-//! - Symbols are a linked list over fixed positions; `pair[i]` is the (rank, merged id) of the pair
-//!   position `i` starts now.
-//! - Candidates wait in one bucket of positions per rank, and a small heap holds the ranks that have
-//!   a bucket. The lowest rank's bucket is sorted and merged left to right, which is tiktoken's (rank,
-//!   leftmost) order because a merge at rank `r` never creates a pair of rank `r` (the new pairs hold
-//!   the merged token, so they spell longer tokens). When a merge creates a pair of a lower rank, the
-//!   rest of the bucket waits and the lower rank goes first. Entries whose pair has changed since are
-//!   skipped.
+//! - [`ShortMerge`], for pieces under [`LONG_PIECE`] bytes (nearly all): a scan over a small array of
+//!   the pairs' ranks, quadratic in the piece but fastest for the usual few bytes.
+//! - [`LongMerge`], for longer pieces: O(n log n), so that a megabyte of one letter (a pre-token can
+//!   be that) does not take minutes as tiktoken's loop does.
 //!
-//! A binary heap of (rank, position) did the same work with a cache miss per level: 1 MB of one letter
-//! took about 150 ns per byte. Buckets in a hash map, with one array per field of a position, took 59
-//! ns (310 instructions per byte under callgrind); finding a rank's bucket by indexing (`slot_of`), one
-//! [`Node`] per position, asking the pair cache instead of the pair table, and not sorting buckets
-//! that were filled in order take it to 24 ns, against 10 ns for prose (`benchmarks/worst_case.py`).
+//! [`LongMerge`]'s structure: symbols are a linked list over fixed positions, and `Node::rank` is the
+//! (rank, merged id) of the pair a position starts now. Candidates wait in one bucket of positions per
+//! rank, and a small heap holds the ranks that have a bucket. The lowest rank's bucket is sorted and
+//! merged left to right, which is the (rank, leftmost) order because a merge at rank `r` never creates
+//! a pair of rank `r` (the new pairs hold the merged token, so they spell longer tokens). When a merge
+//! creates a pair of a lower rank, the rest of the bucket waits and the lower rank goes first. Entries
+//! whose pair has changed since are skipped. Buckets are found by indexing rather than hashing, and one
+//! [`Node`] per position keeps a merge to one cache line per position: a binary heap of (rank,
+//! position) had a cache miss per level.
+//!
+//! Both loops ask the [`MergeCache`] rather than the table: merging waits on memory otherwise.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::encode::table::{RecentPairs, NO_MERGE};
-use crate::encode::Encoder;
+use super::table::{MergeCache, MergeTable, NO_MERGE};
 use crate::error::{try_push, try_reserve, AllocError};
+
+/// Pieces at least this long take [`LongMerge`].
+pub(super) const LONG_PIECE: usize = 128;
+
+/// The buffers of the short merge loop, reserved once at their largest so that merging never allocates.
+pub(super) struct ShortMerge {
+    symbols: Vec<u32>,
+    /// `ranks[i]` caches the (rank, merged id) of the pair starting at symbol `i`.
+    ranks: Vec<(u32, u32)>,
+}
+
+impl ShortMerge {
+    /// Buffers for pieces shorter than [`LONG_PIECE`], or the error of their allocation.
+    pub(super) fn new() -> Result<ShortMerge, AllocError> {
+        let (mut symbols, mut ranks) = (Vec::new(), Vec::new());
+        try_reserve(&mut symbols, LONG_PIECE)?;
+        try_reserve(&mut ranks, LONG_PIECE)?;
+        Ok(ShortMerge { symbols, ranks })
+    }
+
+    /// Appends the ids of `piece` (shorter than [`LONG_PIECE`]) to `out`: find the lowest-ranked pair
+    /// (leftmost among equals), merge it, repeat. A merge recomputes the two ranks around it.
+    pub(super) fn merge(
+        &mut self,
+        table: &MergeTable,
+        cache: &mut MergeCache,
+        piece: &[u8],
+        out: &mut Vec<u32>,
+    ) {
+        let ShortMerge { symbols, ranks } = self;
+        symbols.clear();
+        symbols.extend(piece.iter().map(|&b| table.byte_id(b)));
+        ranks.clear();
+        ranks.extend(piece.windows(2).map(|w| table.byte_pair(w[0], w[1])));
+        while !ranks.is_empty() {
+            // The leftmost of the lowest rank: a later pair replaces it only when strictly lower, which
+            // is cheaper than `min_by_key` on (rank, index).
+            let (mut i, mut rank) = (0, ranks[0].0);
+            for (j, &(r, _)) in ranks.iter().enumerate().skip(1) {
+                if r < rank {
+                    (i, rank) = (j, r);
+                }
+            }
+            if rank == NO_MERGE.0 {
+                break;
+            }
+            let merged = ranks[i].1;
+            symbols[i] = merged;
+            symbols.remove(i + 1);
+            ranks.remove(i);
+            if i > 0 {
+                ranks[i - 1] = cache.get(table, symbols[i - 1], merged);
+            }
+            if i < ranks.len() {
+                ranks[i] = cache.get(table, merged, symbols[i + 1]);
+            }
+        }
+        out.extend_from_slice(symbols);
+    }
+}
 
 /// The end of the list.
 const NONE: u32 = u32::MAX;
@@ -64,7 +125,7 @@ const CANCEL_CHECK: usize = 1 << 16;
 #[derive(Default)]
 pub(crate) struct LongMerge {
     /// When set, the loop gives up and its output is garbage: one piece of 100 MB of one letter takes
-    /// seconds, and Ctrl-C must not wait for it ([`Encoder::encode_cancellable`]).
+    /// seconds, and Ctrl-C must not wait for it ([`super::Encoder::encode_cancellable`]).
     pub(crate) cancel: Option<Arc<AtomicBool>>,
     nodes: Vec<Node>,
     /// Rank to 1 + its index in `buckets` (0: no bucket yet); all zero between pieces.
@@ -75,17 +136,17 @@ pub(crate) struct LongMerge {
 }
 
 impl LongMerge {
-    /// Appends the ids of `piece` (as [`Encoder`]'s short merge loop would) to `out`, which must have
+    /// Appends the ids of `piece` (as [`ShortMerge`] would) to `out`, which must have
     /// room for them (at most one per byte). Fails when the buffers cannot grow (20 bytes per byte of
     /// the piece), with nothing appended and the buffers ready for the next piece.
     pub(crate) fn merge(
         &mut self,
-        encoder: &Encoder,
-        pairs: &mut RecentPairs,
+        table: &MergeTable,
+        cache: &mut MergeCache,
         piece: &[u8],
         out: &mut Vec<u32>,
     ) -> Result<(), AllocError> {
-        let merged = self.merge_positions(encoder, pairs, piece);
+        let merged = self.merge_positions(table, cache, piece);
         if merged.is_ok() {
             let mut i = 0;
             while i != NONE {
@@ -105,26 +166,26 @@ impl LongMerge {
     /// Makes every merge of `piece` in `nodes`, whose list then holds its tokens from position 0.
     fn merge_positions(
         &mut self,
-        encoder: &Encoder,
-        pairs: &mut RecentPairs,
+        table: &MergeTable,
+        cache: &mut MergeCache,
         piece: &[u8],
     ) -> Result<(), AllocError> {
         let n = piece.len();
         assert!(n < NONE as usize, "pieces are shorter than 4 GiB");
-        if self.slot_of.len() < encoder.rank_limit() {
-            let missing = encoder.rank_limit() - self.slot_of.len();
+        if self.slot_of.len() < table.rank_limit() {
+            let missing = table.rank_limit() - self.slot_of.len();
             try_reserve(&mut self.slot_of, missing)?;
-            self.slot_of.resize(encoder.rank_limit(), 0);
+            self.slot_of.resize(table.rank_limit(), 0);
         }
         self.nodes.clear();
         try_reserve(&mut self.nodes, n)?;
         self.nodes.extend(piece.iter().enumerate().map(|(i, &b)| {
             let (rank, merged) = match piece.get(i + 1) {
-                Some(&b1) => encoder.byte_pair(b, b1),
+                Some(&b1) => table.byte_pair(b, b1),
                 None => NO_MERGE,
             };
             Node {
-                symbol: encoder.byte_id(b),
+                symbol: table.byte_id(b),
                 prev: (i as u32).wrapping_sub(1),
                 next: if i + 1 == n { NONE } else { i as u32 + 1 },
                 rank,
@@ -156,7 +217,7 @@ impl LongMerge {
                 if self.nodes[i as usize].rank != rank {
                     continue;
                 }
-                if self.merge_at(encoder, pairs, i)? < rank {
+                if self.merge_at(table, cache, i)? < rank {
                     // A lower rank goes first; the rest of this bucket waits behind it.
                     for &later in &positions[k + 1..] {
                         self.push(rank, later)?;
@@ -184,8 +245,8 @@ impl LongMerge {
     #[inline]
     fn merge_at(
         &mut self,
-        encoder: &Encoder,
-        pairs: &mut RecentPairs,
+        table: &MergeTable,
+        cache: &mut MergeCache,
         i: u32,
     ) -> Result<u32, AllocError> {
         let node = self.nodes[i as usize];
@@ -195,7 +256,7 @@ impl LongMerge {
         let mut lowest = NO_MERGE.0;
         if node.prev != NONE {
             let left = &mut self.nodes[node.prev as usize];
-            (left.rank, left.merged) = pairs.get(encoder, left.symbol, node.merged);
+            (left.rank, left.merged) = cache.get(table, left.symbol, node.merged);
             if left.rank != NO_MERGE.0 {
                 lowest = left.rank;
                 self.push(lowest, node.prev)?;
@@ -205,7 +266,7 @@ impl LongMerge {
             NONE => NO_MERGE,
             right => {
                 self.nodes[right as usize].prev = i;
-                pairs.get(encoder, node.merged, self.nodes[right as usize].symbol)
+                cache.get(table, node.merged, self.nodes[right as usize].symbol)
             }
         };
         self.nodes[i as usize] = Node {
@@ -258,4 +319,63 @@ fn grow_heap(ranks: &mut BinaryHeap<Reverse<u32>>) -> Result<(), AllocError> {
     ranks
         .try_reserve(1)
         .map_err(|_| AllocError::of::<u32>(wanted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encode::tests::{encoder, trained_encoder, xorshift};
+
+    /// The ids of `piece` by the short loop and by the long loop, each with a cache of its own.
+    fn both_loops(table: &MergeTable, piece: &[u8]) -> (Vec<u32>, Vec<u32>) {
+        let (mut short, mut long) = (Vec::new(), Vec::new());
+        let cache = || MergeCache::for_text(0).unwrap();
+        ShortMerge::new()
+            .unwrap()
+            .merge(table, &mut cache(), piece, &mut short);
+        LongMerge::default()
+            .merge(table, &mut cache(), piece, &mut long)
+            .unwrap();
+        (short, long)
+    }
+
+    #[test]
+    fn long_pieces_merge_like_short_ones() {
+        let e = encoder(
+            &[b"aa", b"aaaa", b"ab"],
+            &[(b"a", b"a"), (b"aa", b"aa"), (b"a", b"b")],
+            &[],
+        );
+        for n in [1, 2, 3, 5, 7, 127, 128, 129, 1000, 1001] {
+            for tail in ["", "b", "ab"] {
+                let piece = format!("{}{tail}", "a".repeat(n));
+                let (short, long) = both_loops(&e.merges, piece.as_bytes());
+                assert_eq!(short, long, "{n} {tail}");
+            }
+        }
+    }
+
+    #[test]
+    fn long_path_equals_short_path_on_trained_vocabularies() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for round in 0..20 {
+            let alphabet: &[u8] = if round % 2 == 0 { b"ab" } else { b"abcab  aab" };
+            let text: String = (0..3000)
+                .map(|_| alphabet[xorshift(&mut seed) as usize % alphabet.len()] as char)
+                .collect();
+            let e = trained_encoder(&text, 256 + 40);
+            for len in [2, 3, 10, 129, 500] {
+                let piece: Vec<u8> = (0..len)
+                    .map(|_| alphabet[xorshift(&mut seed) as usize % alphabet.len()])
+                    .collect();
+                let (short, long) = both_loops(&e.merges, &piece);
+                assert_eq!(
+                    short,
+                    long,
+                    "round {round}, piece {:?}",
+                    String::from_utf8_lossy(&piece)
+                );
+            }
+        }
+    }
 }

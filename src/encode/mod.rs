@@ -1,4 +1,5 @@
-//! Encoding text to token ids, and ids back to bytes.
+//! Encoding text to token ids, and ids back to bytes: [`Encoder`], and the dispatch of each pre-token
+//! to the fastest way to its ids.
 //!
 //! Text is split at special tokens, then into GPT-2 pre-tokens by the same scanner training uses, and
 //! each pre-token is encoded on its own:
@@ -6,46 +7,42 @@
 //! 1. A pre-token that is itself a token is that one id (tiktoken's rule, and the fast path: most
 //!    pre-tokens of ordinary text are whole tokens).
 //! 2. Otherwise it starts as single bytes, and the adjacent pair whose concatenation is the token of
-//!    the lowest merge rank is merged, leftmost first among equals, until no pair is a merged token.
-//!
-//! Step 2 is tiktoken's `byte_pair_merge` with ranks = merge order, so ids equal tiktoken's for the same
-//! ranks. It asks "is `left ++ right` a token?", so [`Encoder::new`] precomputes the answer for every
-//! split of every multi-byte token into two tokens ([`PairTable`], see [`pair_table`] for the ranks of
-//! tokens no merge builds) and the merge loop looks up id pairs, never bytes. For a vocabulary whose
-//! merges are its only way to build tokens (every trained BPE vocabulary), that is the same as
-//! applying the merges list in order.
+//!    the lowest merge rank is merged, leftmost first among equals, until no pair is a merged token
+//!    ([`merge`], which asks the [`table`] built once per encoder).
 //!
 //! Before step 2, a piece is cut between every two bytes that are adjacent in no token, and the
 //! segments are encoded on their own (`Encoder::merge_segments`): no merge can join across such a cut.
+//! Pieces of one or two bytes take 64K-entry byte tables, and the pieces seen recently or merged
+//! before come from the per-thread caches ([`cache`]).
 //!
-//! Short pieces use a quadratic scan over a small array (fastest for the usual few bytes); pieces of
-//! [`LONG_PIECE`] bytes or more use buckets by rank over a linked list ([`LongMerge`]), so
-//! that 1 MB of one letter stays near-linear (about 3x prose per byte) instead of quadratic (the
-//! tiktoken issue where 512 KiB of "x" took two minutes).
+//! The rest of the folder: [`file`] encodes whole files into `.npy` arrays ([`npy`]) on all cores.
+//!
+//! Invariants: the ids of a text do not depend on how it is split into calls at safe cuts
+//! ([`Encoder::encode_prefix`]), on the caches, or on the number of threads; an encoder is immutable
+//! once built (its caches are behind a pool), so one instance serves many threads.
 
-pub(crate) mod cache;
-pub mod file;
+mod cache;
+pub(crate) mod file;
 mod merge;
-pub mod npy;
-pub mod recent;
+mod npy;
 mod table;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::bytes_map::{BytesMap, InlineKey, INLINE};
 use crate::chunks::{last_safe_cut, lookahead, next_safe_cut};
-use crate::encode::cache::{CacheCap, Scratch, ScratchPool};
-use crate::encode::table::{pair_key, pair_table, PairTable, NO_MERGE};
 use crate::error::{try_reserve, try_vec, AllocError, Error, Result};
+use crate::huge_pages;
 use crate::pretokenize::pretokenize;
 use crate::special::{Segment, SpecialTokens};
+use crate::threads::{run_on_threads, thread_count};
+use cache::{CacheCap, Scratch, ScratchPool};
+use merge::LONG_PIECE;
+use table::{MergeTable, NO_MERGE};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
-/// Pieces at least this long take the bucket path ([`LongMerge`]).
-pub const LONG_PIECE: usize = 128;
 
 /// [`Encoder::encode_cancellable`] encodes about this many bytes between two looks at its flag.
 const CANCEL_BLOCK: usize = 1 << 20;
@@ -64,17 +61,8 @@ pub struct Encoder {
     table: BytesMap<u32>,
     /// Id to token bytes.
     tokens: TokenBytes,
-    byte_ids: [u32; 256],
-    pairs: PairTable,
-    /// One more than the highest rank in `pairs`.
-    rank_limit: usize,
-    /// `pairs` for the two single-byte tokens `[b0]`, `[b1]` at `b0 << 8 | b1`: every piece starts as
-    /// bytes, so these are most lookups, and a 512 KB array answers them from cache without hashing.
-    /// Indexed by bytes (not ids), so it is exact whatever ids the bytes have.
-    byte_pairs: Vec<(u32, u32)>,
-    /// Bit `b0 << 8 | b1` is set when bytes `b0`, `b1` are adjacent in some token: where they are not,
-    /// no merge can join the bytes on either side ([`Self::merge_segments`]).
-    adjacent_in_token: Vec<u64>,
+    /// What the merge loops ask: byte ids, and the rank of merging two tokens.
+    merges: MergeTable,
     specials: SpecialTokens,
     special_ids: Vec<u32>,
     /// Caches kept warm between calls of [`Self::encode`].
@@ -143,24 +131,7 @@ impl Encoder {
             )));
         }
         let tokens = TokenBytes::new(&ids, max_id).map_err(tables)?;
-        let pairs = pair_table(&ids, merges, &specials)?;
-        let rank_limit = pairs
-            .values()
-            .map(|&(rank, _)| rank as usize + 1)
-            .max()
-            .unwrap_or(0);
-        let mut byte_pairs = try_vec(NO_MERGE, 1 << 16).map_err(tables)?;
-        for (i, slot) in byte_pairs.iter_mut().enumerate() {
-            let (a, b) = (byte_ids[i >> 8], byte_ids[i & 0xFF]);
-            *slot = pairs.get(&pair_key(a, b)).copied().unwrap_or(NO_MERGE);
-        }
-        let mut adjacent_in_token = try_vec(0u64, (1 << 16) / 64).map_err(tables)?;
-        for token in ids.keys() {
-            for w in token.windows(2) {
-                let bit = (w[0] as usize) << 8 | w[1] as usize;
-                adjacent_in_token[bit / 64] |= 1 << (bit % 64);
-            }
-        }
+        let merges = MergeTable::new(&ids, byte_ids, merges, &specials)?;
         let mut table = BytesMap::with_capacity(ids.len()).map_err(tables)?;
         for (token, &id) in &ids {
             *table.entry(token).map_err(tables)? = id;
@@ -168,11 +139,7 @@ impl Encoder {
         Ok(Encoder {
             table,
             tokens,
-            byte_ids,
-            pairs,
-            rank_limit,
-            byte_pairs,
-            adjacent_in_token,
+            merges,
             specials,
             special_ids,
             scratches: ScratchPool::new(CacheCap::CALL),
@@ -290,10 +257,93 @@ impl Encoder {
         Ok(end)
     }
 
+    /// The ids of `text` in a new vector, as [`Self::encode`] gives them, or as
+    /// [`Self::encode_cancellable`] does when `cancel` is given. The vector has room for one id per byte
+    /// of the text, reserved at once, on 2 MB pages when it is large; on an error it is freed before
+    /// the error is returned (a caller that allocates to report the error then has that memory).
+    pub fn encode_to_vec(&self, text: &str, cancel: Option<&Arc<AtomicBool>>) -> Result<Vec<u32>> {
+        let mut ids: Vec<u32> = Vec::new();
+        try_reserve(&mut ids, text.len()).map_err(|e| e.of_text("the ids", text.len()))?;
+        huge_pages::advise(ids.as_ptr().cast(), ids.capacity() * 4);
+        match cancel {
+            Some(cancel) => self.encode_cancellable(text, &mut ids, cancel)?,
+            None => self.encode(text, &mut ids)?,
+        }
+        Ok(ids)
+    }
+
+    /// The ids of each of `texts` ([`Self::encode_to_vec`]), encoded on up to `num_threads` threads
+    /// (see [`crate::thread_count`]), each thread taking the next text not yet taken, so that a long
+    /// text holds up only its thread. Fails with the error of the first text (in order) that failed, or
+    /// with [`Error::Interrupted`] soon after `cancel` is set; every text's ids are freed first.
+    pub fn encode_batch<T: AsRef<str> + Sync>(
+        &self,
+        texts: &[T],
+        num_threads: Option<usize>,
+        cancel: Option<&Arc<AtomicBool>>,
+    ) -> Result<Vec<Vec<u32>>> {
+        let cancelled = || cancel.is_some_and(|c| c.load(Ordering::Relaxed));
+        let ids_of_texts = |e: AllocError| e.named("the ids of the texts");
+        // A slot per text, filled by the thread that takes the text (allocated once: each thread
+        // collecting its own would grow vectors as it went).
+        let mut slots: Vec<Mutex<Vec<u32>>> = Vec::new();
+        try_reserve(&mut slots, texts.len()).map_err(ids_of_texts)?;
+        slots.extend(texts.iter().map(|_| Mutex::new(Vec::new())));
+        // The error of the first text that failed, and which text it was.
+        let first_error: Mutex<Option<(usize, Error)>> = Mutex::new(None);
+        let next = AtomicUsize::new(0);
+        let threads = thread_count(num_threads).min(texts.len());
+        run_on_threads(threads, || {
+            while !cancelled() {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(text) = texts.get(i) else { break };
+                match self.encode_to_vec(text.as_ref(), cancel) {
+                    Ok(ids) => *slots[i].lock().unwrap_or_else(PoisonError::into_inner) = ids,
+                    // Cancelled: the loop ends and the call fails below.
+                    Err(Error::Interrupted) => {}
+                    Err(e) => {
+                        let mut first = first_error.lock().unwrap_or_else(PoisonError::into_inner);
+                        if first.as_ref().is_none_or(|&(at, _)| i < at) {
+                            *first = Some((i, e));
+                        }
+                    }
+                }
+            }
+        });
+        let first_error = first_error
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        if cancelled() || first_error.is_some() {
+            drop(slots);
+            return Err(first_error.map_or(Error::Interrupted, |(_, e)| e));
+        }
+        let mut batch = Vec::new();
+        try_reserve(&mut batch, slots.len()).map_err(ids_of_texts)?;
+        batch.extend(
+            slots
+                .into_iter()
+                .map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner)),
+        );
+        Ok(batch)
+    }
+
+    /// An encoder of single pre-tokens, for counting the tokens of pre-tokens that each come once.
+    /// Fails when its caches cannot be allocated.
+    pub(crate) fn pretoken_encoder(&self) -> Result<PreTokenEncoder<'_>> {
+        // Each piece comes once: small caches, which would not be hit.
+        let scratch = Scratch::for_text(0, CacheCap::STREAM)
+            .map_err(|e| e.named("the tables of the vocabulary"))?;
+        Ok(PreTokenEncoder {
+            encoder: self,
+            scratch,
+            ids: Vec::new(),
+        })
+    }
+
     /// Appends the ids of one pre-token (as [`pretokenize`] makes them), without looking for special
     /// tokens or pre-tokens in it. `scratch` must only ever be used with this encoder. Fails when memory
     /// runs out.
-    pub(crate) fn encode_pretoken(
+    fn encode_pretoken(
         &self,
         piece: &[u8],
         out: &mut Vec<u32>,
@@ -416,7 +466,7 @@ impl Encoder {
     ) -> std::result::Result<usize, AllocError> {
         let (mut start, mut segments) = (0, 1);
         for end in 1..piece.len() {
-            if !self.adjacent_in_token(piece[end - 1], piece[end]) {
+            if !self.merges.adjacent_in_token(piece[end - 1], piece[end]) {
                 self.encode_segment(&piece[start..end], out, scratch)?;
                 (start, segments) = (end, segments + 1);
             }
@@ -437,10 +487,11 @@ impl Encoder {
         out: &mut Vec<u32>,
         scratch: &mut Scratch,
     ) -> std::result::Result<(), AllocError> {
+        let cache = &mut scratch.merge_cache;
         if piece.len() >= LONG_PIECE {
-            scratch.long.merge(self, &mut scratch.pairs, piece, out)
+            scratch.long.merge(&self.merges, cache, piece, out)
         } else {
-            self.merge_short(piece, out, scratch);
+            scratch.short.merge(&self.merges, cache, piece, out);
             Ok(())
         }
     }
@@ -470,81 +521,14 @@ impl Encoder {
     #[inline(always)]
     fn encode_bytes(&self, piece: &[u8], out: &mut Vec<u32>) -> bool {
         match *piece {
-            [b] => out.push(self.byte_id(b)),
-            [b0, b1] => match self.byte_pair(b0, b1) {
+            [b] => out.push(self.merges.byte_id(b)),
+            [b0, b1] => match self.merges.byte_pair(b0, b1) {
                 (rank, merged) if rank != NO_MERGE.0 => out.push(merged),
-                _ => out.extend_from_slice(&[self.byte_id(b0), self.byte_id(b1)]),
+                _ => out.extend_from_slice(&[self.merges.byte_id(b0), self.merges.byte_id(b1)]),
             },
             _ => return false,
         }
         true
-    }
-
-    #[inline]
-    fn adjacent_in_token(&self, b0: u8, b1: u8) -> bool {
-        let bit = (b0 as usize) << 8 | b1 as usize;
-        self.adjacent_in_token[bit / 64] >> (bit % 64) & 1 != 0
-    }
-
-    /// The id of the single byte `b`.
-    #[inline]
-    pub(crate) fn byte_id(&self, b: u8) -> u32 {
-        self.byte_ids[b as usize]
-    }
-
-    /// The (rank, merged id) of the single-byte tokens `b0` then `b1`, or [`NO_MERGE`].
-    #[inline]
-    pub(crate) fn byte_pair(&self, b0: u8, b1: u8) -> (u32, u32) {
-        self.byte_pairs[(b0 as usize) << 8 | b1 as usize]
-    }
-
-    /// One more than the highest rank a pair of tokens merges at.
-    pub(crate) fn rank_limit(&self) -> usize {
-        self.rank_limit
-    }
-
-    #[inline]
-    pub(crate) fn rank(&self, left: u32, right: u32) -> Option<(u32, u32)> {
-        self.pairs.get(&pair_key(left, right)).copied()
-    }
-
-    /// tiktoken's merge loop: find the lowest-ranked pair (leftmost among equals), merge it, repeat.
-    /// `ranks[i]` caches the rank of the pair starting at symbol `i`, so a merge recomputes two.
-    fn merge_short(&self, piece: &[u8], out: &mut Vec<u32>, scratch: &mut Scratch) {
-        let Scratch {
-            symbols,
-            ranks,
-            pairs,
-            ..
-        } = scratch;
-        symbols.clear();
-        symbols.extend(piece.iter().map(|&b| self.byte_id(b)));
-        ranks.clear();
-        ranks.extend(piece.windows(2).map(|w| self.byte_pair(w[0], w[1])));
-        while !ranks.is_empty() {
-            // The leftmost of the lowest rank: a later pair replaces it only when strictly lower
-            // (5.7% fewer instructions on CJK-heavy text than `min_by_key` on (rank, index)).
-            let (mut i, mut rank) = (0, ranks[0].0);
-            for (j, &(r, _)) in ranks.iter().enumerate().skip(1) {
-                if r < rank {
-                    (i, rank) = (j, r);
-                }
-            }
-            if rank == NO_MERGE.0 {
-                break;
-            }
-            let merged = ranks[i].1;
-            symbols[i] = merged;
-            symbols.remove(i + 1);
-            ranks.remove(i);
-            if i > 0 {
-                ranks[i - 1] = pairs.get(self, symbols[i - 1], merged);
-            }
-            if i < ranks.len() {
-                ranks[i] = pairs.get(self, merged, symbols[i + 1]);
-            }
-        }
-        out.extend_from_slice(symbols);
     }
 
     /// Appends the bytes of `ids`, concatenated, to `out`. Fails on an id that has no token, and when
@@ -567,6 +551,23 @@ impl Encoder {
     pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
         let &(start, end) = self.tokens.spans.get(id as usize)?;
         (start != NO_TOKEN).then(|| &self.tokens.bytes[start as usize..end as usize])
+    }
+}
+
+/// Encodes pre-tokens one at a time ([`Encoder::pretoken_encoder`]).
+pub(crate) struct PreTokenEncoder<'e> {
+    encoder: &'e Encoder,
+    scratch: Scratch,
+    ids: Vec<u32>,
+}
+
+impl PreTokenEncoder<'_> {
+    /// The number of tokens the pre-token `piece` encodes to. Fails when memory runs out.
+    pub(crate) fn token_count(&mut self, piece: &[u8]) -> Result<usize> {
+        self.ids.clear();
+        self.encoder
+            .encode_pretoken(piece, &mut self.ids, &mut self.scratch)?;
+        Ok(self.ids.len())
     }
 }
 
@@ -605,7 +606,11 @@ impl TokenBytes {
 mod tests {
     use super::*;
 
-    fn encoder(extra: &[&[u8]], merges: &[(&[u8], &[u8])], specials: &[&str]) -> Encoder {
+    pub(super) fn encoder(
+        extra: &[&[u8]],
+        merges: &[(&[u8], &[u8])],
+        specials: &[&str],
+    ) -> Encoder {
         let mut vocab: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
         for (i, t) in extra.iter().enumerate() {
             vocab.push((256 + i as u32, t.to_vec()));
@@ -637,34 +642,24 @@ mod tests {
         assert_eq!(e.vocab_size(), 260);
     }
 
-    #[test]
-    fn long_pieces_merge_like_short_ones() {
-        let e = encoder(
-            &[b"aa", b"aaaa", b"ab"],
-            &[(b"a", b"a"), (b"aa", b"aa"), (b"a", b"b")],
-            &[],
-        );
-        for n in [1, 2, 3, 5, 7, 127, 128, 129, 1000, 1001] {
-            for tail in ["", "b", "ab"] {
-                let piece = format!("{}{tail}", "a".repeat(n));
-                let (mut short, mut long) = (Vec::new(), Vec::new());
-                e.merge_short(
-                    piece.as_bytes(),
-                    &mut short,
-                    &mut Scratch::for_text(0, CacheCap::CALL).unwrap(),
-                );
-                let mut scratch = Scratch::for_text(0, CacheCap::CALL).unwrap();
-                scratch
-                    .long
-                    .merge(&e, &mut scratch.pairs, piece.as_bytes(), &mut long)
-                    .unwrap();
-                assert_eq!(short, long, "{n} {tail}");
-            }
-        }
+    /// An encoder of the vocabulary of `vocab_size` tokens trained on `text`.
+    pub(super) fn trained_encoder(text: &str, vocab_size: usize) -> Encoder {
+        let specials = SpecialTokens::new::<&str>(&[]).unwrap();
+        let mut counts = crate::PreTokenCounts::default();
+        crate::count_text(text, &specials, &mut counts).unwrap();
+        let trained = crate::train_counts(&counts, vocab_size, &specials, &crate::Silent).unwrap();
+        let vocab: Vec<(u32, &[u8])> = (0..).zip(trained.vocab.iter().map(Vec::as_slice)).collect();
+        let token = |id: u32| trained.vocab[id as usize].as_slice();
+        let merges: Vec<(&[u8], &[u8])> = trained
+            .merges
+            .iter()
+            .map(|&(a, b)| (token(a), token(b)))
+            .collect();
+        Encoder::new(&vocab, &merges, &[]).unwrap()
     }
 
     /// A small deterministic generator for test text.
-    fn xorshift(state: &mut u64) -> u64 {
+    pub(super) fn xorshift(state: &mut u64) -> u64 {
         *state ^= *state << 13;
         *state ^= *state >> 7;
         *state ^= *state << 17;
@@ -686,19 +681,7 @@ mod tests {
                 word + " "
             })
             .collect();
-        let specials = SpecialTokens::new::<&str>(&[]).unwrap();
-        let mut counts = crate::train::count::PreTokenCounts::default();
-        crate::train::count::count_text(&words, &specials, &mut counts).unwrap();
-        let trained =
-            crate::train::train_counts(&counts, 60, &specials, &crate::progress::Silent).unwrap();
-        let vocab = trained.vocab.iter().enumerate();
-        let vocab: Vec<(u32, Vec<u8>)> = vocab.map(|(i, t)| (i as u32, t.clone())).collect();
-        let merges: Vec<(Vec<u8>, Vec<u8>)> = trained
-            .merges
-            .iter()
-            .map(|&(a, b)| (vocab[a as usize].1.clone(), vocab[b as usize].1.clone()))
-            .collect();
-        let e = Encoder::new(&vocab, &merges, &[]).unwrap();
+        let e = trained_encoder(&words, 256 + 60);
         let mut cut = 0;
         for round in 0..2000 {
             let len = 2 + xorshift(&mut seed) as usize % if round % 10 == 0 { 400 } else { 40 };
@@ -718,62 +701,6 @@ mod tests {
             assert_eq!(segmented, whole, "{text:?}");
         }
         assert!(cut > 1500, "only {cut} pieces were cut");
-    }
-
-    #[test]
-    fn long_path_equals_short_path_on_trained_vocabularies() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        for round in 0..20 {
-            let alphabet: &[u8] = if round % 2 == 0 { b"ab" } else { b"abcab  aab" };
-            let text: String = (0..3000)
-                .map(|_| alphabet[xorshift(&mut seed) as usize % alphabet.len()] as char)
-                .collect();
-            let specials = SpecialTokens::new::<&str>(&[]).unwrap();
-            let mut counts = crate::train::count::PreTokenCounts::default();
-            crate::train::count::count_text(&text, &specials, &mut counts).unwrap();
-            let trained =
-                crate::train::train_counts(&counts, 40, &specials, &crate::progress::Silent)
-                    .unwrap();
-            let vocab: Vec<(u32, Vec<u8>)> = trained
-                .vocab
-                .iter()
-                .enumerate()
-                .map(|(i, t)| (i as u32, t.clone()))
-                .collect();
-            let merges: Vec<(Vec<u8>, Vec<u8>)> = trained
-                .merges
-                .iter()
-                .map(|&(a, b)| {
-                    (
-                        trained.vocab[a as usize].clone(),
-                        trained.vocab[b as usize].clone(),
-                    )
-                })
-                .collect();
-            let e = Encoder::new(&vocab, &merges, &[]).unwrap();
-            for len in [2, 3, 10, 129, 500] {
-                let piece: Vec<u8> = (0..len)
-                    .map(|_| alphabet[xorshift(&mut seed) as usize % alphabet.len()])
-                    .collect();
-                let (mut short, mut long) = (Vec::new(), Vec::new());
-                e.merge_short(
-                    &piece,
-                    &mut short,
-                    &mut Scratch::for_text(0, CacheCap::CALL).unwrap(),
-                );
-                let mut scratch = Scratch::for_text(0, CacheCap::CALL).unwrap();
-                scratch
-                    .long
-                    .merge(&e, &mut scratch.pairs, &piece, &mut long)
-                    .unwrap();
-                assert_eq!(
-                    short,
-                    long,
-                    "round {round}, piece {:?}",
-                    String::from_utf8_lossy(&piece)
-                );
-            }
-        }
     }
 
     #[test]
@@ -825,6 +752,24 @@ mod tests {
             e.encode_prefix(&rest, true, &mut ids).unwrap();
             assert_eq!(ids, whole, "split at {split}");
         }
+    }
+
+    #[test]
+    fn a_batch_is_each_text_encoded_alone_until_cancelled() {
+        let e = encoder(&[b"ab", b"abab"], &[(b"a", b"b"), (b"ab", b"ab")], &["<s>"]);
+        let texts: Vec<String> = (0..50)
+            .map(|i| format!("ab<s>{} abab b", "ab".repeat(i)))
+            .collect();
+        let alone: Vec<Vec<u32>> = texts.iter().map(|t| encode(&e, t)).collect();
+        for threads in [None, Some(1), Some(3)] {
+            assert_eq!(e.encode_batch(&texts, threads, None).unwrap(), alone);
+        }
+        assert!(e.encode_batch::<&str>(&[], None, None).unwrap().is_empty());
+        let cancel = Arc::new(AtomicBool::new(true));
+        assert!(matches!(
+            e.encode_batch(&texts, Some(2), Some(&cancel)),
+            Err(Error::Interrupted)
+        ));
     }
 
     #[test]

@@ -14,15 +14,14 @@
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
-use std::path::Path;
 
 /// Bytes of header: room for the 10-byte prefix and the dictionary of the largest length (76 bytes),
 /// rounded up to a multiple of 64 as the `.npy` format asks.
-pub const HEADER_LEN: usize = 128;
+const HEADER_LEN: usize = 128;
 
 /// The `.npy` header (format 1.0) of a one-dimensional array of `len` elements of type `descr`
 /// (`<u2`, `<u4`), [`HEADER_LEN`] bytes long whatever `len`.
-pub fn npy_header(descr: &str, len: u64) -> Vec<u8> {
+pub(super) fn npy_header(descr: &str, len: u64) -> Vec<u8> {
     let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({len},), }}");
     let mut header = b"\x93NUMPY\x01\x00".to_vec();
     header.extend_from_slice(&((HEADER_LEN - 10) as u16).to_le_bytes());
@@ -34,29 +33,24 @@ pub fn npy_header(descr: &str, len: u64) -> Vec<u8> {
 }
 
 /// Writes the data of a `.npy` file, after a header written by [`Self::finish`].
-pub struct NpyWriter {
+pub(super) struct NpyWriter {
     file: File,
 }
 
 impl NpyWriter {
-    /// Creates (or truncates) `path`, keeping room for the header.
-    pub fn create(path: &Path) -> io::Result<NpyWriter> {
-        NpyWriter::new(File::create(path)?)
-    }
-
     /// Writes into `file`, open for writing at its start, keeping room for the header.
-    pub fn new(mut file: File) -> io::Result<NpyWriter> {
+    pub(super) fn new(mut file: File) -> io::Result<NpyWriter> {
         file.write_all(&[0; HEADER_LEN])?;
         Ok(NpyWriter { file })
     }
 
     /// Appends `bytes` to the data. Callers write megabytes at a time, so there is no buffer here.
-    pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+    pub(super) fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.file.write_all(bytes)
     }
 
     /// Writes `header` (from [`npy_header`]) over the room kept for it, and closes the file.
-    pub fn finish(mut self, header: &[u8]) -> io::Result<()> {
+    pub(super) fn finish(mut self, header: &[u8]) -> io::Result<()> {
         assert_eq!(header.len(), HEADER_LEN, "headers fill their room");
         self.file.seek(SeekFrom::Start(0))?;
         self.file.write_all(header)?;
@@ -109,7 +103,7 @@ mod tests {
         for total in [0, 1, 999, 1000, 100_000] {
             let data: Vec<u8> = (0..total).map(|i| (i * 31 % 251) as u8).collect();
             let path = dir.join(format!("{total}.npy"));
-            let mut w = NpyWriter::create(&path).unwrap();
+            let mut w = NpyWriter::new(File::create(&path).unwrap()).unwrap();
             for piece in data.chunks(1000) {
                 w.write(piece).unwrap();
             }

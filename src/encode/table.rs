@@ -1,84 +1,178 @@
-//! Which adjacent tokens merge, and at which rank: the table the encoder's merge loop asks, built from
-//! the vocabulary and merges ([`pair_table`]), and a small cache in front of it ([`RecentPairs`]).
+//! [`MergeTable`]: which two adjacent tokens merge, into which token and at which rank: all the merge
+//! loops ask ([`super::merge`]), and never bytes. A small cache sits in front of it ([`MergeCache`]).
+//!
+//! The encoder's question "is `left ++ right` a token, and of which rank?" is answered here for every
+//! split of every multi-byte token into two tokens, precomputed when the encoder is built. For a
+//! vocabulary whose merges are its only way to build tokens (every trained BPE vocabulary), merging by
+//! these ranks is the same as applying the merges list in order; a token no merge builds (a vocabulary
+//! may hold some) ranks after all merges, in id order, as tiktoken ranks it.
+//!
+//! Invariants: ranks are below [`MergeTable::rank_limit`], and [`NO_MERGE`]'s rank is above them all;
+//! the byte tables ([`MergeTable::byte_pair`]) agree with [`MergeTable::rank`] on the ids of the bytes.
 
 use std::collections::HashMap;
 
-use crate::encode::Encoder;
 use crate::error::{try_reserve, try_vec, AllocError, Error, Result};
 use crate::special::SpecialTokens;
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// The rank of a pair that is not a merge: greater than every real rank.
-pub(crate) const NO_MERGE: (u32, u32) = (u32::MAX, 0);
+/// The (rank, merged id) of a pair that is not a merge: its rank is greater than every real rank.
+pub(super) const NO_MERGE: (u32, u32) = (u32::MAX, 0);
 
 /// For each pair of token ids whose concatenation is a multi-byte token: that token's rank and id. The
-/// key packs the two ids into a u64.
-pub(crate) type PairTable = FastMap<u64, (u32, u32)>;
+/// key packs the two ids into a u64 ([`pair_key`]).
+type PairRanks = FastMap<u64, (u32, u32)>;
 
 #[inline]
-pub(crate) fn pair_key(left: u32, right: u32) -> u64 {
+fn pair_key(left: u32, right: u32) -> u64 {
     (left as u64) << 32 | right as u64
 }
 
-/// A direct-mapped cache of the pair table's answers, in front of it for [`Encoder::merge_short`]. The
-/// pair table holds every split of every token (108K pairs for GPT-2, megabytes), and about half of
+/// What the merge loops need of a vocabulary: the id of each byte, and the rank and result of merging
+/// any two tokens.
+#[derive(Debug)]
+pub(super) struct MergeTable {
+    byte_ids: [u32; 256],
+    ranks: PairRanks,
+    /// One more than the highest rank in `ranks`.
+    rank_limit: usize,
+    /// `ranks` for the two single-byte tokens `[b0]`, `[b1]` at `b0 << 8 | b1`: every piece starts as
+    /// bytes, so these are most lookups, and a 512 KB array answers them from cache without hashing.
+    /// Indexed by bytes (not ids), so it is exact whatever ids the bytes have.
+    byte_pairs: Vec<(u32, u32)>,
+    /// Bit `b0 << 8 | b1` is set when bytes `b0`, `b1` are adjacent in some token: where they are not,
+    /// no merge can join the bytes on either side.
+    adjacent_in_token: Vec<u64>,
+}
+
+impl MergeTable {
+    /// The table of the tokens `ids` (bytes to id, special tokens included), whose bytes have the ids
+    /// `byte_ids`, for `merges` in order of creation. Fails when a merge names a token the vocabulary
+    /// lacks, or when the tables do not fit in memory.
+    pub(super) fn new<M: AsRef<[u8]>>(
+        ids: &FastMap<&[u8], u32>,
+        byte_ids: [u32; 256],
+        merges: &[(M, M)],
+        specials: &SpecialTokens,
+    ) -> Result<MergeTable> {
+        let tables = |e: AllocError| e.named("the tables of the vocabulary");
+        let ranks = pair_ranks(ids, merges, specials)?;
+        let rank_limit = ranks
+            .values()
+            .map(|&(rank, _)| rank as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut byte_pairs = try_vec(NO_MERGE, 1 << 16).map_err(tables)?;
+        for (i, slot) in byte_pairs.iter_mut().enumerate() {
+            let (a, b) = (byte_ids[i >> 8], byte_ids[i & 0xFF]);
+            *slot = ranks.get(&pair_key(a, b)).copied().unwrap_or(NO_MERGE);
+        }
+        let mut adjacent_in_token = try_vec(0u64, (1 << 16) / 64).map_err(tables)?;
+        for token in ids.keys() {
+            for w in token.windows(2) {
+                let bit = (w[0] as usize) << 8 | w[1] as usize;
+                adjacent_in_token[bit / 64] |= 1 << (bit % 64);
+            }
+        }
+        Ok(MergeTable {
+            byte_ids,
+            ranks,
+            rank_limit,
+            byte_pairs,
+            adjacent_in_token,
+        })
+    }
+
+    /// Whether bytes `b0` then `b1` occur together in some token.
+    #[inline]
+    pub(super) fn adjacent_in_token(&self, b0: u8, b1: u8) -> bool {
+        let bit = (b0 as usize) << 8 | b1 as usize;
+        self.adjacent_in_token[bit / 64] >> (bit % 64) & 1 != 0
+    }
+
+    /// The id of the single byte `b`.
+    #[inline]
+    pub(super) fn byte_id(&self, b: u8) -> u32 {
+        self.byte_ids[b as usize]
+    }
+
+    /// The (rank, merged id) of the single-byte tokens `b0` then `b1`, or [`NO_MERGE`].
+    #[inline]
+    pub(super) fn byte_pair(&self, b0: u8, b1: u8) -> (u32, u32) {
+        self.byte_pairs[(b0 as usize) << 8 | b1 as usize]
+    }
+
+    /// One more than the highest rank a pair of tokens merges at.
+    pub(super) fn rank_limit(&self) -> usize {
+        self.rank_limit
+    }
+
+    /// The (rank, merged id) of `left` then `right`, if they merge.
+    #[inline]
+    pub(super) fn rank(&self, left: u32, right: u32) -> Option<(u32, u32)> {
+        self.ranks.get(&pair_key(left, right)).copied()
+    }
+}
+
+/// A direct-mapped cache of the [`MergeTable`]'s answers, in front of it for the merge loops. The
+/// table holds every split of every token (108K pairs for GPT-2, megabytes), and about half of
 /// merging's time was waiting on its memory (perf); the pairs merging asks about repeat from piece to
 /// piece, and 4096 of them fit in 64 KB.
-pub(crate) struct RecentPairs {
+pub(super) struct MergeCache {
     /// (left id << 32 | right id, rank, merged id); an empty entry has a key no pair of ids has.
     entries: Vec<(u64, u32, u32)>,
     /// 64 minus log2 of the number of entries: the hash is the top bits of a product.
     shift: u32,
 }
 
-impl RecentPairs {
+impl MergeCache {
     /// Enough entries for a text of `text_len` bytes, from 64 to 4096 (64 KB), so that a short text
     /// does not pay to fill a large table: one entry per 16 bytes of text.
-    pub(crate) fn for_text(text_len: usize) -> std::result::Result<RecentPairs, AllocError> {
+    pub(super) fn for_text(text_len: usize) -> std::result::Result<MergeCache, AllocError> {
         let n = Self::entries_for(text_len);
-        Ok(RecentPairs {
+        Ok(MergeCache {
             entries: try_vec((u64::MAX, NO_MERGE.0, NO_MERGE.1), n)?,
             shift: 64 - n.trailing_zeros(),
         })
     }
 
     /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
-    pub(crate) fn entries_for(text_len: usize) -> usize {
+    pub(super) fn entries_for(text_len: usize) -> usize {
         (text_len / 16).next_power_of_two().clamp(64, 4096)
     }
 
     /// The number of entries.
-    pub(crate) fn entries(&self) -> usize {
+    pub(super) fn entries(&self) -> usize {
         self.entries.len()
     }
 
     /// The (rank, merged id) of `left` then `right`, or [`NO_MERGE`].
     #[inline]
-    pub(crate) fn get(&mut self, encoder: &Encoder, left: u32, right: u32) -> (u32, u32) {
+    pub(super) fn get(&mut self, table: &MergeTable, left: u32, right: u32) -> (u32, u32) {
         let key = pair_key(left, right);
         // Fibonacci hashing: the top bits of the product depend on every bit of both ids.
         let slot = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
         let entry = &mut self.entries[slot];
         if entry.0 != key {
-            let (rank, merged) = encoder.rank(left, right).unwrap_or(NO_MERGE);
+            let (rank, merged) = table.rank(left, right).unwrap_or(NO_MERGE);
             *entry = (key, rank, merged);
         }
         (entry.1, entry.2)
     }
 }
 
-/// Every way to write each multi-byte token as two tokens, with the token's rank (see module docs).
+/// Every way to write each multi-byte token as two tokens, with the token's rank and id.
 ///
 /// A token made by merge `i` has rank `i`. A token that no merge makes (a vocabulary may hold some)
 /// ranks after all merges, in id order: tiktoken merges toward every token of its rank table, so these
 /// must be reachable too, and that order is tiktoken's whenever ids follow merge order. Special tokens
 /// are matched before pre-tokenization and never merged.
-pub(crate) fn pair_table<M: AsRef<[u8]>>(
+fn pair_ranks<M: AsRef<[u8]>>(
     ids: &FastMap<&[u8], u32>,
     merges: &[(M, M)],
     specials: &SpecialTokens,
-) -> Result<PairTable> {
+) -> Result<PairRanks> {
     let lookup = |bytes: &[u8], what: &str, rank: usize| -> Result<u32> {
         ids.get(bytes).copied().ok_or_else(|| {
             Error::InvalidVocab(format!(
@@ -139,7 +233,7 @@ pub(crate) fn pair_table<M: AsRef<[u8]>>(
     for t in ids.keys() {
         has_len[t.len()] = true;
     }
-    let mut pairs = PairTable::default();
+    let mut pairs = PairRanks::default();
     // Every token has at least one split in a trained vocabulary: room for one each, then more as needed.
     pairs
         .try_reserve(ranked.len())

@@ -31,8 +31,7 @@ mod unicode_tables;
 mod window;
 
 pub use classes::{class_of, Class};
-#[cfg(feature = "python")]
-pub(crate) use unicode_tables::UNICODE_VERSION;
+pub use unicode_tables::UNICODE_VERSION;
 
 use classes::char_class;
 use scan::piece_len;

@@ -4,8 +4,7 @@
 //! Classes of every code point as the GPT-2 pattern sees them: 0 Other, 1 `\p{L}`, 2 `\p{N}`, 3 `\s`.
 
 /// The Unicode version of the classes (`bytepair._core.UNICODE_VERSION`).
-#[cfg(feature = "python")]
-pub(crate) const UNICODE_VERSION: &str = "18.0.0";
+pub const UNICODE_VERSION: &str = "18.0.0";
 
 pub(crate) const BLOCK_BITS: u32 = 7;
 

@@ -1,9 +1,38 @@
-//! The Python binding, `bytepair._core` (feature `python`), and the conversions only it needs.
+//! The Python binding, `bytepair._core` (feature `python`): converts types, releases the GIL around
+//! long work, turns the engine's errors into Python exceptions, and keeps Rust panics from crossing
+//! into Python. The public Python API and its documentation are in `python/bytepair/`.
 //!
-//! `cargo test` builds the parts that do not call into Python (string conversion, huge pages) too, so
-//! that their tests run without linking a Python library.
+//! - [`errors`]: where Python exceptions come from (engine errors and panics).
+//! - [`interrupt`]: Ctrl-C and progress callbacks during long work.
+//! - [`encoder`]: the `Encoder` class; [`functions`]: `pretokenize`, `train_bpe`, `max_threads`.
+//! - [`objects`] and [`strings`]: Python values to and from Rust, without aborting when memory runs out.
+//!
+//! The binding uses the engine only through the crate's public API (`lib.rs`) and the fallible
+//! allocation helpers of `crate::error`. `cargo test` builds the part of [`strings`] that does not
+//! call into Python too (the module is compiled for tests without the feature), so that its tests run
+//! without linking a Python library.
 
 #[cfg(feature = "python")]
-mod binding;
-mod huge_pages;
+mod encoder;
+#[cfg(feature = "python")]
+mod errors;
+#[cfg(feature = "python")]
+mod functions;
+#[cfg(feature = "python")]
+mod interrupt;
+#[cfg(feature = "python")]
+mod objects;
 mod strings;
+
+/// The extension module: the `Encoder` class, the functions, and `UNICODE_VERSION`.
+#[cfg(feature = "python")]
+#[pyo3::pymodule]
+fn _core(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+    use pyo3::prelude::*;
+    m.add_function(wrap_pyfunction!(functions::py_max_threads, m)?)?;
+    m.add_class::<encoder::PyEncoder>()?;
+    m.add_function(wrap_pyfunction!(functions::pretokenize, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::train_bpe, m)?)?;
+    m.add("UNICODE_VERSION", crate::UNICODE_VERSION)?;
+    Ok(())
+}

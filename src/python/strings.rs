@@ -1,15 +1,68 @@
-//! Python's `str` storage to UTF-8, faster than asking Python for it.
+//! Python's `str` to UTF-8 ([`utf8`]), faster than asking Python for it.
 //!
 //! CPython stores a string as one unit per character, of 1, 2 or 4 bytes (Latin-1, UCS-2 or UCS-4: the
 //! widest character decides), and makes UTF-8 only when asked, one character at a time, keeping the copy
-//! in the string for as long as it lives. For 20 MB of English prose (UCS-4, because of a few emoji)
-//! that took 43 ms against 190 ms for encoding itself. Here blocks of 16 characters that are all ASCII,
-//! most of any text, are narrowed in one vectorized step, and only other blocks go character by
-//! character.
+//! in the string for as long as it lives: for prose with a few emoji (UCS-4) that is a sizeable part of
+//! an `encode` call. Here an ASCII string is used in place, and otherwise blocks of 16 characters that
+//! are all ASCII, most of any text, are narrowed in one vectorized step, and only other blocks go
+//! character by character ([`to_utf8`]), into a copy that the call frees.
+
+#[cfg(feature = "python")]
+use std::borrow::Cow;
+
+#[cfg(feature = "python")]
+use pyo3::{ffi, prelude::*, types::PyString};
+
+#[cfg(feature = "python")]
+use super::errors::to_py_err;
+#[cfg(feature = "python")]
+use crate::error::try_reserve;
+
+/// The UTF-8 of `text`: in place when it is ASCII (CPython stores ASCII as is), else converted by
+/// [`to_utf8`]. A lone surrogate raises the `UnicodeEncodeError` Python itself would; MemoryError when
+/// the copy cannot be allocated.
+#[cfg(feature = "python")]
+pub(super) fn utf8<'a>(text: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
+    #[cfg(not(any(Py_3_14, PyPy, GraalPy)))]
+    // SAFETY: `text` is a str (its type says so) kept alive by the borrow, and CPython never changes a
+    // str's characters once it is shared. READY (before 3.12) gives a legacy string its compact form;
+    // after it KIND and DATA describe GET_LENGTH units of that width, which the slices cover exactly.
+    // The units of an ASCII string are its UTF-8, and `to_utf8` writes only UTF-8 into `buf`.
+    unsafe {
+        use std::slice::from_raw_parts;
+        let op = text.as_ptr();
+        #[cfg(not(Py_3_12))]
+        if ffi::PyUnicode_READY(op) != 0 {
+            return Err(PyErr::fetch(text.py()));
+        }
+        let (data, len) = (
+            ffi::PyUnicode_DATA(op),
+            ffi::PyUnicode_GET_LENGTH(op) as usize,
+        );
+        if ffi::PyUnicode_IS_ASCII(op) != 0 {
+            return Ok(Cow::Borrowed(std::str::from_utf8_unchecked(
+                from_raw_parts(data.cast(), len),
+            )));
+        }
+        let units = match ffi::PyUnicode_KIND(op) {
+            ffi::PyUnicode_1BYTE_KIND => Units::Latin1(from_raw_parts(data.cast(), len)),
+            ffi::PyUnicode_2BYTE_KIND => Units::Ucs2(from_raw_parts(data.cast(), len)),
+            _ => Units::Ucs4(from_raw_parts(data.cast(), len)),
+        };
+        let mut buf = Vec::new();
+        try_reserve(&mut buf, units.max_utf8_len())
+            .map_err(|e| to_py_err(e.of_text("the UTF-8 copy", len)))?;
+        if to_utf8(units, &mut buf).is_ok() {
+            return Ok(Cow::Owned(String::from_utf8_unchecked(buf)));
+        }
+    }
+    // A surrogate (or an interpreter whose storage is not read here): Python's own conversion.
+    text.to_str().map(Cow::Borrowed)
+}
 
 /// A string's characters, as CPython stores them.
 #[derive(Clone, Copy, Debug)]
-pub enum Units<'a> {
+enum Units<'a> {
     Latin1(&'a [u8]),
     Ucs2(&'a [u16]),
     Ucs4(&'a [u32]),
@@ -19,7 +72,7 @@ impl Units<'_> {
     /// The most bytes of UTF-8 these units can take: the room [`to_utf8`] reserves in `out` (with
     /// `Vec::reserve`, which aborts the process when it fails; a caller that must not abort reserves
     /// this much first, fallibly).
-    pub fn max_utf8_len(&self) -> usize {
+    fn max_utf8_len(&self) -> usize {
         match self {
             Units::Latin1(units) => units.len() * 2,
             Units::Ucs2(units) => units.len() * 3,
@@ -31,7 +84,7 @@ impl Units<'_> {
 /// Appends the UTF-8 of `text` to `out`, or returns the index of the first character UTF-8 cannot hold
 /// (a lone surrogate, which Python strings may contain, or a unit past U+10FFFF, which they cannot),
 /// leaving `out` partly written.
-pub fn to_utf8(text: Units<'_>, out: &mut Vec<u8>) -> Result<(), usize> {
+fn to_utf8(text: Units<'_>, out: &mut Vec<u8>) -> Result<(), usize> {
     out.reserve(text.max_utf8_len());
     match text {
         Units::Latin1(units) => encode_units(units, out),
@@ -43,7 +96,7 @@ pub fn to_utf8(text: Units<'_>, out: &mut Vec<u8>) -> Result<(), usize> {
 /// [`to_utf8`] for units, into room already reserved.
 fn encode_units<T: Copy + Into<u32>>(units: &[T], out: &mut Vec<u8>) -> Result<(), usize> {
     const BLOCK: usize = 16;
-    crate::python::huge_pages::advise(out.as_ptr(), out.capacity());
+    crate::huge_pages::advise(out.as_ptr(), out.capacity());
     let mut blocks = units.chunks_exact(BLOCK);
     let mut at = 0;
     for block in &mut blocks {

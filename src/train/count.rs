@@ -25,11 +25,9 @@ use crate::threads::run_on_threads;
 /// number of tokens the text encodes to follows exactly: each pre-token encoded once, times its count,
 /// plus one token per special-token occurrence.
 ///
-/// Pieces of one and two bytes are most of the pieces (64% on C code, 41% on English prose), and they
-/// are counted in arrays indexed by their bytes: no hashing and no probing, in 512 KB that stay in cache.
-/// On 100 MB of C this took counting from about 103 to 133-142 MB/s on one core (best of 5,
-/// `examples/count_speed.rs`). Longer pieces go to a [`BytesMap`], whose inline keys spare the
-/// pointer chase and `memcmp` of boxed keys.
+/// Pieces of one and two bytes are most of the pieces (of code especially), and they are counted in
+/// arrays indexed by their bytes: no hashing and no probing, in 512 KB that stay in cache. Longer
+/// pieces go to a [`BytesMap`], whose inline keys spare the pointer chase and `memcmp` of boxed keys.
 #[derive(Clone, Debug)]
 pub struct PreTokenCounts {
     /// `short[b]` counts the piece `[b]`; `short[256 + (b0 << 8 | b1)]` the piece `[b0, b1]`.
@@ -106,6 +104,7 @@ impl PreTokenCounts {
         self.short.iter().filter(|&&n| n > 0).count() + self.long.len()
     }
 
+    /// Whether no pre-token was counted.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -153,10 +152,6 @@ impl PreTokenCounts {
         Ok(self)
     }
 }
-
-/// The chunk size used unless a caller (a test) asks for another: big enough that per-chunk overhead
-/// vanishes, small enough that a few chunks in flight cost little memory.
-pub const DEFAULT_CHUNK_SIZE: usize = 4 << 20;
 
 /// Adds the pre-tokens of `text` to `counts`; special tokens split the text and are counted apart
 /// ([`PreTokenCounts::special_occurrences`]). Fails when the counts cannot grow (out of memory), with

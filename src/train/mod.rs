@@ -1,36 +1,33 @@
-//! Training: choosing merges from pre-token counts, incrementally.
+//! Training: choosing merges from pre-token counts, exactly as the reference trainer does.
 //!
-//! Each distinct pre-token becomes a *word*: a sequence of token ids (its bytes, at first) with the
-//! number of times the pre-token occurs. The trainer keeps, for every adjacent pair of tokens, its total
-//! count over all words and the list of words that hold it ([`PairStats`]), and a [`MergeQueue`] of the
-//! pairs. A merge step pops the best pair, rewrites only the words on its list, and adjusts the counts
-//! of the pairs around each rewritten occurrence. So a step costs what it changes, not the size of the
-//! corpus.
+//! [`train_files`] counts the pre-tokens of the input files ([`count`]), then [`train_counts`] makes
+//! the merges: it turns each distinct pre-token into a word of token ids ([`words`]), counts every
+//! adjacent pair, and repeatedly merges the best pair ([`heap`]: the greatest count, ties to the
+//! greatest pair of byte strings), updating only the words and counts that merge touches.
 //!
-//! Invariants the step relies on:
-//! - `PairStats::count` is the exact number of occurrences, weighted by word count, of the pair in the
-//!   current words; pairs at zero are removed from the map.
-//! - `PairStats::words` holds every word that contains the pair (and possibly some that no longer do:
-//!   rewriting a word leaves it on the lists of pairs it lost; the rewrite finds nothing to do there).
-//!   It holds each word once: a pair is only ever created in one step — the initial count, or the step
-//!   that creates the newer of its two tokens — and words are visited once per step.
+//! Both take the size of the vocabulary to reach (`vocab_size`: the 256 bytes, the merges and the
+//! special tokens), as the Python API does, and stop early, without error, when no pair is left.
+//!
+//! Invariants: ids 0-255 are the bytes, merge `i` makes id `256 + i`, the special tokens of more than
+//! one byte come last; the result does not depend on the number of threads or the chunk size.
 
-pub mod count;
-pub mod queue;
+mod count;
+mod heap;
+mod words;
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+pub use count::{count_file, count_files, count_text, PreTokenCounts};
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::encode::cache::{CacheCap, Scratch};
+use crate::chunks::DEFAULT_CHUNK_SIZE;
 use crate::encode::Encoder;
 use crate::error::{try_copy, try_push, try_reserve, AllocError, Error, Result};
 use crate::progress::{Phase, Progress};
 use crate::special::SpecialTokens;
 use crate::threads::thread_count;
-use crate::train::count::{count_files, PreTokenCounts};
-use crate::train::queue::{Candidate, MergeQueue, Pair};
+use heap::{Candidate, MergeHeap};
+use words::{count_pairs, Words};
 
 /// How often the merge loop reports progress, and so how soon it stops when asked to: by time, since
 /// a merge takes from nanoseconds to tens of milliseconds (the first merges of a large corpus rewrite
@@ -45,23 +42,25 @@ pub struct TrainOptions {
     /// Tokens that split the text and are never merged; they get the last ids, but for a token of one
     /// byte, which keeps that byte's id.
     pub special_tokens: Vec<String>,
-    /// Threads for reading and counting; `None` uses every core (see [`crate::threads::thread_count`]).
+    /// Threads for reading and counting; `None` uses every core (see [`crate::thread_count`]).
     pub num_threads: Option<usize>,
     /// Target size of the pieces the input is read in (see [`crate::chunks`]).
     pub chunk_size: usize,
     /// Also count the tokens the training text encodes to ([`Trained::tokens`]): one more pass, which
-    /// encodes each distinct pre-token once. That takes memory as encoding does: a 10 MB pre-token
-    /// took the peak of training it from 124 MB to 323 MB.
+    /// encodes each distinct pre-token once. That takes memory as encoding does, which for a corpus of
+    /// huge pre-tokens is more than training itself takes.
     pub count_tokens: bool,
 }
 
 impl TrainOptions {
+    /// Options for a vocabulary of `vocab_size` tokens: no special tokens, every core, chunks of
+    /// [`crate::DEFAULT_CHUNK_SIZE`], tokens not counted.
     pub fn new(vocab_size: usize) -> TrainOptions {
         TrainOptions {
             vocab_size,
             special_tokens: Vec::new(),
             num_threads: None,
-            chunk_size: crate::train::count::DEFAULT_CHUNK_SIZE,
+            chunk_size: DEFAULT_CHUNK_SIZE,
             count_tokens: false,
         }
     }
@@ -83,25 +82,7 @@ pub struct Trained {
     /// which no encoder can take.
     pub tokens: Option<u64>,
     /// The merges, as the ids of the two tokens merged; merge `i` created id `256 + i`.
-    pub merges: Vec<Pair>,
-}
-
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
-/// The count of a pair and the words that hold it.
-#[derive(Default)]
-struct PairStats {
-    count: i64,
-    words: Vec<u32>,
-}
-
-/// The distinct pre-tokens of length two or more, as token ids, stored end to end. A word shrinks in
-/// place as merges apply; its slot keeps its start.
-struct Words {
-    symbols: Vec<u32>,
-    start: Vec<usize>,
-    len: Vec<u32>,
-    count: Vec<i64>,
+    pub merges: Vec<(u32, u32)>,
 }
 
 /// Trains on the files at `paths`, each its own document (see [`count_files`]).
@@ -115,31 +96,37 @@ pub fn train_files<P: AsRef<Path> + Sync>(
     progress: &dyn Progress,
 ) -> Result<Trained> {
     let specials = SpecialTokens::new(&options.special_tokens)?;
-    let num_merges = num_merges(options.vocab_size, &specials)?;
+    // A vocabulary too small fails before the files are read.
+    num_merges(options.vocab_size, &specials)?;
     let threads = thread_count(options.num_threads);
     let counts = count_files(paths, &specials, options.chunk_size, threads, progress)?;
-    let mut trained = train_counts(&counts, num_merges, &specials, progress)?;
+    let mut trained = train_counts(&counts, options.vocab_size, &specials, progress)?;
     if options.count_tokens {
         trained.tokens = encoded_length(&counts, &trained, &specials)?;
     }
     Ok(trained)
 }
 
-/// Trains on pre-token counts already made (see [`crate::train::count::count_text`]).
+/// Trains a vocabulary of `vocab_size` tokens on pre-token counts already made (see [`count_text`]),
+/// whose special tokens are `specials`.
+///
+/// Stops early, without error, when no pair is left to merge. Fails on a `vocab_size` below `256 +
+/// special tokens` (of more than one byte), when memory runs out, and when `progress` stops it.
 pub fn train_counts(
     counts: &PreTokenCounts,
-    num_merges: usize,
+    vocab_size: usize,
     specials: &SpecialTokens,
     progress: &dyn Progress,
 ) -> Result<Trained> {
+    let num_merges = num_merges(vocab_size, specials)?;
     let mut tokens: Vec<Vec<u8>> = Vec::new();
     let mut words = Words::new(counts).map_err(|e| e.named(WORDS))?;
-    let mut pairs = count_pairs(&words).map_err(|e| e.named(PAIRS))?;
+    let mut pair_counts = count_pairs(&words).map_err(|e| e.named(PAIR_COUNTS))?;
     // Setting up takes a while with millions of distinct pre-tokens: a chance to stop before merging.
     progress.report(Phase::Merge, 0, num_merges as u64)?;
     let mut candidates = Vec::new();
-    try_reserve(&mut candidates, pairs.len()).map_err(|e| e.named(QUEUE))?;
-    candidates.extend(pairs.iter().map(|(&pair, s)| Candidate {
+    try_reserve(&mut candidates, pair_counts.len()).map_err(|e| e.named(HEAP))?;
+    candidates.extend(pair_counts.iter().map(|(&pair, s)| Candidate {
         count: s.count,
         pair,
     }));
@@ -148,15 +135,15 @@ pub fn train_counts(
     for b in 0..=255u8 {
         tokens.push(try_copy(&[b]).map_err(vocab)?);
     }
-    let mut queue = MergeQueue::from_vec(candidates, &tokens);
+    let mut heap = MergeHeap::from_vec(candidates, &tokens);
     // Each merge removes at least one symbol, so the symbols bound the merges; `num_merges` itself may
     // be far larger (a huge vocab_size just trains until no pair is left).
     let mut merges = Vec::new();
-    try_reserve(&mut merges, num_merges.min(words.symbols.len())).map_err(vocab)?;
+    try_reserve(&mut merges, num_merges.min(words.symbol_count())).map_err(vocab)?;
     let mut last_report = Instant::now();
     while merges.len() < num_merges {
-        let Some(top) = queue.pop(&tokens) else { break };
-        let Some(live) = pairs.get(&top.pair).map(|s| s.count) else {
+        let Some(top) = heap.pop(&tokens) else { break };
+        let Some(live) = pair_counts.get(&top.pair).map(|s| s.count) else {
             continue;
         };
         if live != top.count {
@@ -164,7 +151,7 @@ pub fn train_counts(
                 count: live,
                 pair: top.pair,
             };
-            queue.push(live, &tokens).map_err(|e| e.named(QUEUE))?;
+            heap.push(live, &tokens).map_err(|e| e.named(HEAP))?;
             continue;
         }
         let id = tokens.len() as u32;
@@ -176,15 +163,15 @@ pub fn train_counts(
         try_push(&mut tokens, merged).map_err(vocab)?;
         merges.push(top.pair);
         let created = words
-            .merge(top.pair, id, &mut pairs)
-            .map_err(|e| e.named(PAIRS))?;
+            .merge(top.pair, id, &mut pair_counts)
+            .map_err(|e| e.named(PAIR_COUNTS))?;
         for pair in created {
-            if let Some(s) = pairs.get(&pair) {
+            if let Some(s) = pair_counts.get(&pair) {
                 let candidate = Candidate {
                     count: s.count,
                     pair,
                 };
-                queue.push(candidate, &tokens).map_err(|e| e.named(QUEUE))?;
+                heap.push(candidate, &tokens).map_err(|e| e.named(HEAP))?;
             }
         }
         if merges.len() == num_merges || last_report.elapsed() >= REPORT_EVERY {
@@ -207,8 +194,8 @@ pub fn train_counts(
 
 /// What the parts of training are called in out-of-memory errors.
 const WORDS: &str = "the distinct pre-tokens";
-const PAIRS: &str = "the pairs of tokens";
-const QUEUE: &str = "the queue of merges";
+const PAIR_COUNTS: &str = "the counts of pairs of tokens";
+const HEAP: &str = "the heap of merges";
 
 /// The special tokens that get an id of their own: all but those of one byte, which are that byte's
 /// token already (a vocabulary holds each byte string once).
@@ -239,15 +226,14 @@ fn encoded_length(
         Err(_) => return Ok(None),
     };
     let mut tokens = counts.special_occurrences();
-    let mut ids = Vec::new();
-    // Each piece comes once: small caches, which would not be hit.
-    let mut scratch = Scratch::for_text(0, CacheCap::STREAM).map_err(tables)?;
+    let mut pretokens = encoder.pretoken_encoder()?;
     let mut failed = Ok(());
     counts.for_each(|piece, count| {
-        ids.clear();
         if failed.is_ok() {
-            failed = encoder.encode_pretoken(piece, &mut ids, &mut scratch);
-            tokens += count * ids.len() as u64;
+            match pretokens.token_count(piece) {
+                Ok(n) => tokens += count * n as u64,
+                Err(e) => failed = Err(e),
+            }
         }
     });
     failed?;
@@ -255,7 +241,7 @@ fn encoded_length(
 }
 
 /// The number of merges that fills `vocab_size` after the bytes and the special tokens.
-pub fn num_merges(vocab_size: usize, specials: &SpecialTokens) -> Result<usize> {
+fn num_merges(vocab_size: usize, specials: &SpecialTokens) -> Result<usize> {
     let minimum = 256 + added_specials(specials).count();
     vocab_size.checked_sub(minimum).ok_or(Error::VocabTooSmall {
         vocab_size,
@@ -263,157 +249,16 @@ pub fn num_merges(vocab_size: usize, specials: &SpecialTokens) -> Result<usize> 
     })
 }
 
-/// Counts every adjacent pair in `words`, weighted by word count, and lists the words that hold it.
-fn count_pairs(words: &Words) -> std::result::Result<FastMap<Pair, PairStats>, AllocError> {
-    let mut pairs: FastMap<Pair, PairStats> = FastMap::default();
-    for w in 0..words.len.len() {
-        let symbols = words.symbols(w);
-        for pair in symbols.windows(2) {
-            try_reserve_map(&mut pairs)?;
-            let s = pairs.entry((pair[0], pair[1])).or_default();
-            s.count += words.count[w];
-            if s.words.last() != Some(&(w as u32)) {
-                try_push(&mut s.words, w as u32)?;
-            }
-        }
-    }
-    Ok(pairs)
-}
-
-/// Room for one more pair in `pairs` (a check of the room left, as an insert makes anyway).
-#[inline]
-fn try_reserve_map(pairs: &mut FastMap<Pair, PairStats>) -> std::result::Result<(), AllocError> {
-    pairs
-        .try_reserve(1)
-        .map_err(|_| AllocError::of::<(Pair, PairStats)>(pairs.len() + 1))
-}
-
-impl Words {
-    /// The words of `counts`, in memory allocated once (the total length is counted first).
-    fn new(counts: &PreTokenCounts) -> std::result::Result<Words, AllocError> {
-        let (mut n, mut total) = (0, 0);
-        counts.for_each(|piece, _| {
-            if piece.len() >= 2 {
-                (n, total) = (n + 1, total + piece.len());
-            }
-        });
-        let mut words = Words {
-            symbols: Vec::new(),
-            start: Vec::new(),
-            len: Vec::new(),
-            count: Vec::new(),
-        };
-        try_reserve(&mut words.symbols, total)?;
-        try_reserve(&mut words.start, n)?;
-        try_reserve(&mut words.len, n)?;
-        try_reserve(&mut words.count, n)?;
-        counts.for_each(|piece, count| {
-            if piece.len() >= 2 {
-                words.start.push(words.symbols.len());
-                words.len.push(piece.len() as u32);
-                words.count.push(count as i64);
-                words.symbols.extend(piece.iter().map(|&b| b as u32));
-            }
-        });
-        Ok(words)
-    }
-
-    fn symbols(&self, w: usize) -> &[u32] {
-        &self.symbols[self.start[w]..self.start[w] + self.len[w] as usize]
-    }
-
-    /// Replaces every occurrence of `pair` (left to right, without overlap) by `id` in the words that
-    /// hold it, and updates `pairs`. Returns the pairs this step created (they hold `id`), for the
-    /// queue.
-    fn merge(
-        &mut self,
-        pair: Pair,
-        id: u32,
-        pairs: &mut FastMap<Pair, PairStats>,
-    ) -> std::result::Result<Vec<Pair>, AllocError> {
-        let (a, b) = pair;
-        let holders = pairs.remove(&pair).map(|s| s.words).unwrap_or_default();
-        let mut created: Vec<Pair> = Vec::new();
-        let mut emptied: Vec<Pair> = Vec::new();
-        for w in holders {
-            let count = self.count[w as usize];
-            let start = self.start[w as usize];
-            let len = self.len[w as usize] as usize;
-            let symbols = &mut self.symbols[start..start + len];
-            let mut add = |p: Pair, delta: i64| -> std::result::Result<(), AllocError> {
-                if p == pair {
-                    return Ok(());
-                }
-                try_reserve_map(pairs)?;
-                let s = match pairs.entry(p) {
-                    Entry::Occupied(s) => s.into_mut(),
-                    Entry::Vacant(slot) => {
-                        try_push(&mut created, p)?;
-                        slot.insert(PairStats::default())
-                    }
-                };
-                s.count += delta;
-                if delta > 0 {
-                    if s.words.last() != Some(&w) {
-                        try_push(&mut s.words, w)?;
-                    }
-                } else if s.count == 0 {
-                    try_push(&mut emptied, p)?;
-                }
-                Ok(())
-            };
-            // Rewrite in place: `out` trails `read`, so the symbol before an occurrence is already
-            // rewritten (it may be `id` itself), which is what the new left pair must use.
-            let (mut read, mut out) = (0, 0);
-            while read < len {
-                if read + 1 < len && symbols[read] == a && symbols[read + 1] == b {
-                    if out > 0 {
-                        let prev = symbols[out - 1];
-                        add((prev, a), -count)?;
-                        add((prev, id), count)?;
-                    }
-                    if read + 2 < len {
-                        let next = symbols[read + 2];
-                        add((b, next), -count)?;
-                        add((id, next), count)?;
-                    }
-                    symbols[out] = id;
-                    read += 2;
-                } else {
-                    symbols[out] = symbols[read];
-                    read += 1;
-                }
-                out += 1;
-            }
-            self.len[w as usize] = out as u32;
-        }
-        for p in emptied.iter().chain(&created) {
-            if pairs.get(p).is_some_and(|s| s.count <= 0) {
-                pairs.remove(p);
-            }
-        }
-        created.retain(|p| pairs.contains_key(p));
-        Ok(created)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::progress::Silent;
-    use crate::train::count::count_text;
 
     fn train(text: &str, vocab_size: usize, specials: &[&str]) -> Trained {
         let specials = SpecialTokens::new(specials).unwrap();
         let mut counts = PreTokenCounts::default();
         count_text(text, &specials, &mut counts).unwrap();
-        train_counts(
-            &counts,
-            num_merges(vocab_size, &specials).unwrap(),
-            &specials,
-            &Silent,
-        )
-        .unwrap()
+        train_counts(&counts, vocab_size, &specials, &Silent).unwrap()
     }
 
     /// The merges as "left|right" strings.
@@ -477,12 +322,29 @@ mod tests {
     #[test]
     fn vocab_too_small_is_an_error() {
         let specials = SpecialTokens::new(&["<|eot|>"]).unwrap();
+        let counts = PreTokenCounts::default();
         assert!(matches!(
-            num_merges(256, &specials),
+            train_counts(&counts, 256, &specials, &Silent),
             Err(Error::VocabTooSmall {
                 vocab_size: 256,
                 minimum: 257
             })
         ));
+    }
+
+    #[test]
+    fn train_counts_and_train_files_take_the_same_vocab_size() {
+        let text = "low lower lowest newer wider<|eot|>low new wide ".repeat(3);
+        let path = std::env::temp_dir().join(format!("bytepair-vocab-{}", std::process::id()));
+        std::fs::write(&path, &text).unwrap();
+        let mut options = TrainOptions::new(262);
+        options.special_tokens = vec!["<|eot|>".into()];
+        let from_file = train_files(&[&path], &options, &Silent).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let from_counts = train(&text, 262, &["<|eot|>"]);
+        // 256 bytes, 5 merges and the special token.
+        assert_eq!(from_counts.vocab.len(), 262);
+        assert_eq!(from_counts.merges.len(), 5);
+        assert_eq!(from_counts, from_file);
     }
 }

@@ -1,4 +1,4 @@
-//! [`MergeQueue`]: the max-heap that picks the next merge.
+//! [`MergeHeap`]: the max-heap that picks training's next merge.
 //!
 //! The order is the reference's: the greatest count, then the greatest pair compared as a tuple of byte
 //! strings (`max((left, right))` on Python `bytes`: left first, and a proper prefix is smaller). The
@@ -15,13 +15,13 @@ use std::cmp::Ordering;
 use crate::error::{try_push, AllocError};
 
 /// A token pair, as token ids.
-pub type Pair = (u32, u32);
+pub(super) type Pair = (u32, u32);
 
 /// A pair and its count when it was pushed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Candidate {
-    pub count: i64,
-    pub pair: Pair,
+pub(super) struct Candidate {
+    pub(super) count: i64,
+    pub(super) pair: Pair,
 }
 
 /// Orders candidates by count, then by the byte strings of the pair, then by ids (which only matters if
@@ -38,31 +38,22 @@ fn compare(a: &Candidate, b: &Candidate, tokens: &[Vec<u8>]) -> Ordering {
 }
 
 /// A max-heap of [`Candidate`]s under the reference's order.
-#[derive(Default)]
-pub struct MergeQueue {
+pub(super) struct MergeHeap {
     heap: Vec<Candidate>,
 }
 
-impl MergeQueue {
+impl MergeHeap {
     /// Builds the heap from unordered candidates in linear time.
-    pub fn from_vec(heap: Vec<Candidate>, tokens: &[Vec<u8>]) -> MergeQueue {
-        let mut q = MergeQueue { heap };
-        for i in (0..q.heap.len() / 2).rev() {
-            q.sift_down(i, tokens);
+    pub(super) fn from_vec(heap: Vec<Candidate>, tokens: &[Vec<u8>]) -> MergeHeap {
+        let mut merges = MergeHeap { heap };
+        for i in (0..merges.heap.len() / 2).rev() {
+            merges.sift_down(i, tokens);
         }
-        q
-    }
-
-    pub fn len(&self) -> usize {
-        self.heap.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        merges
     }
 
     /// Adds `c`; fails, leaving the queue as it was, when the queue cannot grow.
-    pub fn push(&mut self, c: Candidate, tokens: &[Vec<u8>]) -> Result<(), AllocError> {
+    pub(super) fn push(&mut self, c: Candidate, tokens: &[Vec<u8>]) -> Result<(), AllocError> {
         try_push(&mut self.heap, c)?;
         let mut i = self.heap.len() - 1;
         while i > 0 {
@@ -77,7 +68,7 @@ impl MergeQueue {
     }
 
     /// Removes and returns the greatest candidate.
-    pub fn pop(&mut self, tokens: &[Vec<u8>]) -> Option<Candidate> {
+    pub(super) fn pop(&mut self, tokens: &[Vec<u8>]) -> Option<Candidate> {
         let last = self.heap.pop()?;
         if self.heap.is_empty() {
             return Some(last);
@@ -120,12 +111,12 @@ mod tests {
             pair: (l, r),
         };
         // The corpus.en case: (" a", "nd") beats (" ", "d") although " d" > " and" as concatenations.
-        let mut q = MergeQueue::from_vec(
+        let mut heap = MergeHeap::from_vec(
             vec![c(5, 0, 2), c(5, 1, 3), c(3, 2, 2), c(9, 3, 0)],
             &tokens,
         );
-        q.push(c(5, 0, 3), &tokens).unwrap();
-        let order: Vec<Pair> = std::iter::from_fn(|| q.pop(&tokens))
+        heap.push(c(5, 0, 3), &tokens).unwrap();
+        let order: Vec<Pair> = std::iter::from_fn(|| heap.pop(&tokens))
             .map(|c| c.pair)
             .collect();
         assert_eq!(order, [(3, 0), (1, 3), (0, 3), (0, 2), (2, 2)]);
