@@ -21,7 +21,8 @@ use std::collections::HashMap;
 
 use crate::error::{try_vec, AllocError};
 
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+/// The standard hash map with a fast hasher, for the crate's maps of short keys (ids, pairs of ids).
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The longest key stored inline.
 pub const INLINE: usize = 16;

@@ -27,11 +27,10 @@ mod merge;
 mod npy;
 mod table;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::bytes_map::{BytesMap, InlineKey, INLINE};
+use crate::bytes_map::{BytesMap, FastMap, InlineKey, INLINE};
 use crate::chunks::{last_safe_cut, lookahead, next_safe_cut};
 use crate::error::{try_reserve, try_vec, AllocError, Error, Result};
 use crate::huge_pages;
@@ -41,8 +40,6 @@ use crate::threads::{run_on_threads, thread_count};
 use cache::{CacheCap, Scratch, ScratchPool};
 use merge::LONG_PIECE;
 use table::{MergeTable, NO_MERGE};
-
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// [`Encoder::encode_cancellable`] encodes about this many bytes between two looks at its flag.
 const CANCEL_BLOCK: usize = 1 << 20;

@@ -10,12 +10,9 @@
 //! Invariants: ranks are below [`MergeTable::rank_limit`], and [`NO_MERGE`]'s rank is above them all;
 //! the byte tables ([`MergeTable::byte_pair`]) agree with [`MergeTable::rank`] on the ids of the bytes.
 
-use std::collections::HashMap;
-
+use crate::bytes_map::FastMap;
 use crate::error::{try_reserve, try_vec, AllocError, Error, Result};
 use crate::special::SpecialTokens;
-
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The (rank, merged id) of a pair that is not a merge: its rank is greater than every real rank.
 pub(super) const NO_MERGE: (u32, u32) = (u32::MAX, 0);

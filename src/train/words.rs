@@ -16,13 +16,11 @@
 //!   that creates the newer of its two tokens), and words are visited once per step.
 
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 
 use super::count::PreTokenCounts;
 use super::heap::Pair;
+use crate::bytes_map::FastMap;
 use crate::error::{try_push, try_reserve, AllocError};
-
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Every adjacent pair of tokens in the words, with its count and the words that hold it.
 pub(super) type PairCounts = FastMap<Pair, PairStats>;

@@ -1,0 +1,107 @@
+"""The Rust crate's layout: no import cycle between its modules or its folders (scripts/module_graph.py),
+and the script finds the cycles it is there to find."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "module_graph.py"
+
+
+def module_graph(src: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--src", str(src)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def write_crate(root: Path, files: dict[str, str]) -> Path:
+    src = root / "src"
+    for name, text in files.items():
+        path = src / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return src
+
+
+def test_the_crate_has_no_import_cycle():
+    result = module_graph(ROOT / "src")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    # The merge loops depend on the merge table, not on the encoder.
+    assert "encode::merge -> encode::table, error" in lines
+    assert any(line.startswith("python::errors -> ") for line in lines)
+
+
+def test_a_cycle_between_files_fails(tmp_path):
+    src = write_crate(
+        tmp_path,
+        {
+            "lib.rs": "mod a;\nmod b;\n",
+            "a.rs": "use crate::b::B;\npub struct A;\n",
+            # Through a nested use tree and `super`.
+            "b.rs": "use super::{a::{self, A as Other}, b as _};\npub struct B;\n",
+        },
+    )
+    result = module_graph(src)
+    assert result.returncode == 1
+    assert "cycle between modules: a, b" in result.stderr
+
+
+def test_a_cycle_between_folders_fails(tmp_path):
+    # x::p -> y::q -> x::r: no two files depend on each other, but the folders x and y do.
+    src = write_crate(
+        tmp_path,
+        {
+            "lib.rs": "mod x;\nmod y;\n",
+            "x/mod.rs": "mod p;\nmod r;\n",
+            "x/p.rs": "fn f() { crate::y::q::g() }\n",
+            "x/r.rs": "pub struct R;\n",
+            "y/mod.rs": "mod q;\n",
+            "y/q.rs": "use crate::x::r::R;\npub fn g() {}\n",
+        },
+    )
+    result = module_graph(src)
+    assert result.returncode == 1
+    assert "cycle between modules" not in result.stderr
+    assert "cycle between folders: x, y" in result.stderr
+
+
+def test_names_the_root_re_exports_count_as_their_module(tmp_path):
+    src = write_crate(
+        tmp_path,
+        {
+            "lib.rs": "mod a;\nmod b;\npub use a::A;\n",
+            "a.rs": "use crate::b::B;\npub struct A;\n",
+            "b.rs": "pub struct B(crate::A);\n",
+        },
+    )
+    result = module_graph(src)
+    assert result.returncode == 1
+    assert "cycle between modules: a, b" in result.stderr
+
+
+def test_tests_comments_and_strings_are_not_dependencies(tmp_path):
+    src = write_crate(
+        tmp_path,
+        {
+            "lib.rs": "mod a;\nmod b;\n",
+            "a.rs": "use crate::b::B;\npub struct A;\n",
+            "b.rs": (
+                "// use crate::a::A;\n"
+                'const S: &str = "crate::a::A";\n'
+                "const C: char = '\"';\n"
+                "#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}\n"
+                "pub struct B;\n"
+            ),
+        },
+    )
+    result = module_graph(src)
+    assert result.returncode == 0, result.stderr
+    assert "a -> b" in result.stdout.splitlines()
+    assert "b -> (nothing)" in result.stdout.splitlines()
