@@ -1,4 +1,5 @@
-//! Reading a file in bounded pieces that can be processed independently.
+//! Where a file is cut: reading it in bounded chunks, cut only where cutting cannot change the result,
+//! so that threads can count or encode the chunks independently.
 //!
 //! Training and whole-file encoding split their input into chunks of about `target` bytes and hand them
 //! to different threads. A cut must not change the result, so it is made only where
@@ -18,7 +19,13 @@
 //! many bytes that no special token straddles (or, when the text is one token repeated end to end, at
 //! the last character boundary): the pre-token that spans such a cut is split there, and each part is
 //! counted or encoded on its own, in training and `encode_file` alike. No real pre-token is that long,
-//! and without the bound an input with no cut (`/dev/zero`) grew the chunk until memory ran out.
+//! and without the bound an input with no cut (`/dev/zero`) would grow the chunk until memory ran out.
+//!
+//! The same cuts serve streaming ([`crate::Encoder::encode_prefix`]) and the blocks of
+//! [`crate::Encoder::encode_cancellable`] ([`last_safe_cut`], [`next_safe_cut`]).
+//!
+//! Invariants: the chunks, joined, are the input, each starting at its `offset`; a chunk ends at a safe
+//! cut, at the end of the input, or (only past [`MAX_UNCUT`] bytes without a safe cut) at a forced one.
 
 use std::io::Read;
 

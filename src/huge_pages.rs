@@ -1,11 +1,12 @@
-//! Asking the kernel to back large, freshly allocated buffers with 2 MB pages.
+//! Asking the kernel to back large, freshly allocated buffers with 2 MB pages: the ids of one text
+//! ([`crate::Encoder::encode_to_vec`]), and in the binding the array of a Python list of ids and the
+//! UTF-8 copy of a `str`.
 //!
-//! Encoding a 20 MB text into a Python list writes about 110 MB of memory that was never touched before:
-//! the ids (4 bytes each, 0.3 per byte of prose) and the list's array of pointers (8 bytes an id). With
-//! 4 KB pages that is about 27,000 page faults, each of which traps into the kernel, zeroes a page and
-//! maps it. Linux's transparent huge pages serve a region marked `MADV_HUGEPAGE` with one fault per 2
-//! MB (the default `madvise` mode only does so for regions that ask): building the list of 20 MB of
-//! prose went from 49 to 22 ms. Elsewhere this does nothing.
+//! Encoding a large text into a Python list writes several times its size in memory that was never
+//! touched before: the ids (4 bytes each) and the list's array of pointers (8 bytes an id). With 4 KB
+//! pages that is a page fault per 4 KB, each of which traps into the kernel, zeroes a page and maps it.
+//! Linux's transparent huge pages serve a region marked `MADV_HUGEPAGE` with one fault per 2 MB (the
+//! default `madvise` mode only does so for regions that ask). Elsewhere this does nothing.
 
 /// Buffers smaller than this are left alone: they span few pages, and may share them with other data.
 pub const HUGE_BUFFER: usize = 4 << 20;

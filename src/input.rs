@@ -1,9 +1,12 @@
 //! Opening an input file without waiting forever.
 //!
 //! Opening a FIFO for reading waits until a writer opens the other end, and the engine opens its inputs
-//! on worker threads, where Ctrl-C interrupts nothing: `train_bpe` on a FIFO that never got a writer
-//! ignored Ctrl-C forever. A FIFO is therefore opened without waiting, and the wait for its writer's
-//! first bytes (or its close) is a poll, in steps, that ends when the work is cancelled.
+//! on worker threads, where Ctrl-C interrupts nothing: `train_bpe` on a FIFO that never gets a writer
+//! would ignore Ctrl-C forever. A FIFO is therefore opened without waiting, and the wait for its
+//! writer's first bytes (or its close) is a poll, in steps, that ends when the work is cancelled.
+//!
+//! Invariant: [`open_input`] returns a file whose reads block as usual, or an error, within one step
+//! of a cancellation.
 
 use std::fs::File;
 use std::path::Path;

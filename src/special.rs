@@ -6,10 +6,14 @@
 //!
 //! A special token is at most [`MAX_SPECIAL_TOKEN_LEN`] bytes. Whether a cut falls inside an occurrence
 //! ([`SpecialTokens::straddles`]) looks at the longest token's length on each side of every candidate
-//! cut, and reading a file holds that much text back: a token of megabytes made each of those cost
-//! megabytes. And the automaton must build in time linear in the tokens: aho-corasick's DFA, which it
-//! picks for a few tokens, built `"x" * 100_000` in 27 s (quadratic in a token that overlaps itself),
-//! so past [`DFA_MAX_TOTAL`] bytes of tokens the contiguous NFA is built instead (milliseconds).
+//! cut, and reading a file holds that much text back: a token of megabytes would make each of those
+//! cost megabytes. And the automaton must build in time linear in the tokens: aho-corasick's DFA, which
+//! it picks for a few tokens, builds in time quadratic in a token that overlaps itself (`"x" *
+//! 100_000` took seconds), so past [`DFA_MAX_TOTAL`] bytes of tokens the contiguous NFA is built
+//! instead.
+//!
+//! Invariants: the tokens are distinct, non-empty and at most [`MAX_SPECIAL_TOKEN_LEN`] bytes; the
+//! segments of a text, joined, are the text.
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use memchr::memmem::Finder;
@@ -19,8 +23,8 @@ use crate::error::{Error, Result};
 /// The longest special token accepted, in bytes (UTF-8). Real ones are a few dozen bytes.
 pub const MAX_SPECIAL_TOKEN_LEN: usize = 1024;
 
-/// Up to this many bytes of tokens in all, the matcher may be a DFA (the fastest to search; its build
-/// took 35 ms for one token of 1024 "x"), beyond it is a contiguous NFA (linear to build).
+/// Up to this many bytes of tokens in all, the matcher may be a DFA (the fastest to search, and quick
+/// to build at this size), beyond it is a contiguous NFA (linear to build).
 const DFA_MAX_TOTAL: usize = 1024;
 
 /// A set of special tokens, deduplicated, in the order first given.
@@ -132,7 +136,7 @@ impl SpecialTokens {
     ///
     /// One substring search per token, over the `2 * len - 2` bytes around `pos` where such an
     /// occurrence must lie: linear in the token's length even when the text repeats it end to end
-    /// (comparing the token at each of its offsets took its length squared there).
+    /// (comparing the token at each of its offsets would take its length squared there).
     pub fn straddles(&self, bytes: &[u8], pos: usize) -> bool {
         self.finders.iter().any(|finder| {
             let len = finder.needle().len();

@@ -1,14 +1,16 @@
 //! How many threads a call uses, and starting them without failing the call.
 //!
 //! A caller may ask for any number of threads; more than [`max_threads`] are never started, since they
-//! add nothing but memory and scheduling (a million asked for kept spawning threads for minutes). A
+//! add nothing but memory and scheduling (a million asked for would spawn threads for minutes). A
 //! thread that cannot start (out of memory for its stack, or the process's thread limit) makes the work
 //! run on fewer threads, down to the calling thread alone, rather than fail.
 //!
 //! Threads are plain scoped threads that live for one call, with nothing shared between calls. A
-//! process forked while another thread is inside a call must be able to work: rayon's pools share
-//! process-wide state (crossbeam's epoch lists), and children forked while its workers ran crashed with
-//! "double free or corruption" when they next used a pool.
+//! process forked while another thread is inside a call must be able to work, and a pool that keeps
+//! process-wide state breaks such children (rayon's, through crossbeam's epoch lists, crashed them with
+//! "double free or corruption").
+//!
+//! Invariant: every thread a call starts has ended when the call returns.
 
 use std::num::NonZeroUsize;
 use std::panic::resume_unwind;

@@ -7,6 +7,10 @@
 //! at the end) and which is renamed over the output only when everything succeeded: an error or an
 //! interruption leaves no partial `.npy` (see [`crate::output`], which also keeps devices, directories
 //! and the input itself from being replaced).
+//!
+//! Invariants: chunks are written in input order, so the array is the ids of the whole file whatever
+//! the threads; at most `2 * threads` chunks are between reading and writing; the error reported is the
+//! first in the file.
 
 use std::fs::File;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -134,7 +138,7 @@ fn to_le_bytes(ids: &[u32], dtype: Dtype, out: &mut Vec<u8>) -> Result<()> {
         Dtype::U16 => {
             out.resize(ids.len() * 2, 0);
             // The range check rides along as an OR of all ids: a separate `find` for an id out of
-            // range could not be vectorized (it stops early) and took 3% of encode_file's CPU on C.
+            // range could not be vectorized (it stops early).
             let mut all = 0;
             for (bytes, &id) in out.chunks_exact_mut(2).zip(ids) {
                 all |= id;

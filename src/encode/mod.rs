@@ -376,9 +376,9 @@ impl Encoder {
                         let before = out.len();
                         // Not cached when cut into segments of under 4 bytes on average: rebuilt
                         // from its segments it costs little, while its key costs an allocation, and
-                        // such pieces (sentences of CJK text) rarely recur. Japanese +7% (first
-                        // call). Pieces of `LONG_PIECE` bytes or more are never cached: they rarely
-                        // repeat, and caching them would let memory grow with the text.
+                        // such pieces (sentences of CJK text) rarely recur. Pieces of `LONG_PIECE`
+                        // bytes or more are never cached: they rarely repeat, and caching them would
+                        // let memory grow with the text.
                         if self.merge_segments(piece, out, scratch)? * 4 <= len {
                             Self::keep(piece, None, before, out, scratch);
                         }
@@ -387,8 +387,8 @@ impl Encoder {
             }
             return Ok(());
         }
-        // One and two bytes are half the pieces of C code and a third of prose's (code +7% faster,
-        // prose +4% with the byte tables).
+        // One and two bytes are half the pieces of code and a third of prose's: the byte tables answer
+        // them without a key or a cache.
         if self.encode_bytes(piece, out) {
             return Ok(());
         }
@@ -450,10 +450,9 @@ impl Encoder {
     /// those of the whole piece.
     ///
     /// CJK text is where this pays. Its words are long pieces (a sentence without spaces is one), but
-    /// GPT-2's tokens join few of its characters: 43K pieces of Japanese longer than 16 bytes cut into
-    /// 611K segments of 3 bytes on average, most of them one token or a merge of two or three bytes.
-    /// Encoding 20 MB of Japanese and Chinese man pages went from 51 to 77 MB/s (one core, first call).
-    /// It also keeps a run of one emoji from being one long merge.
+    /// GPT-2's tokens join few of its characters, so such a piece cuts into many segments of a few
+    /// bytes, most of them one token or a merge of two or three bytes. It also keeps a run of one emoji
+    /// from being one long merge.
     #[inline(never)]
     fn merge_segments(
         &self,
@@ -494,8 +493,7 @@ impl Encoder {
     }
 
     /// Appends the ids of a segment of a piece: from the byte tables, as a token, or merged. Segments
-    /// are not cached: in the cache they took the place of whole pieces, which made European text 4%
-    /// slower.
+    /// are not cached: in the cache they would take the place of whole pieces, which recur more.
     fn encode_segment(
         &self,
         segment: &[u8],

@@ -4,13 +4,14 @@
 //! ([`HEADER_LEN`], padded with spaces as the format allows) and is written last, over the space kept
 //! for it.
 //!
-//! The data goes through the page cache with ordinary writes. `O_DIRECT` was tried: it spares the
-//! kernel's copy of each byte (1.3 GB of ids took 0.5 s of system CPU instead of 1.0–1.7 s), but on
-//! this project's virtual test machine the host does direct I/O on the guest's own CPU time, and
-//! `encode_file` on 1.2 GB of C code lost 1.3–2.4 s of its two cores to the hypervisor (steal in
-//! `/proc/stat`) and ran 10–40% slower. Buffered writes leave the disk write to the kernel's writeback
-//! after the call returns (as any program's ordinary writes do), and the ids are still in memory when
-//! they are read back, as they usually are soon after.
+//! The data goes through the page cache with ordinary writes, not `O_DIRECT`: direct I/O spares the
+//! kernel's copy of each byte, but on a virtual machine the host may do it on the guest's own CPU time,
+//! taken from the encoding threads (DESIGN.md has the measurements). Buffered writes leave the disk
+//! write to the kernel's writeback after the call returns (as any program's ordinary writes do), and
+//! the ids are still in memory when they are read back, as they usually are soon after.
+//!
+//! Invariant: a file that [`NpyWriter::finish`] closed without error is a valid `.npy` of the data
+//! written, whose header gives its exact length.
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};

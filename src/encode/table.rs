@@ -113,8 +113,8 @@ impl MergeTable {
 }
 
 /// A direct-mapped cache of the [`MergeTable`]'s answers, in front of it for the merge loops. The
-/// table holds every split of every token (108K pairs for GPT-2, megabytes), and about half of
-/// merging's time was waiting on its memory (perf); the pairs merging asks about repeat from piece to
+/// table holds every split of every token (megabytes for GPT-2), and merging without the cache spends
+/// much of its time waiting on the table's memory; the pairs merging asks about repeat from piece to
 /// piece, and 4096 of them fit in 64 KB.
 pub(super) struct MergeCache {
     /// (left id << 32 | right id, rank, merged id); an empty entry has a key no pair of ids has.
@@ -224,7 +224,7 @@ fn pair_ranks<M: AsRef<[u8]>>(
             .map(|(k, &(id, t))| (base + k as u32, id, t)),
     );
     // Only lengths some token has can split a token in two: looking up every split costs a token of n
-    // bytes n hashes of up to n bytes, and the tokens trained on one 10 MB run (up to 1 MB) took 72 s.
+    // bytes n hashes of up to n bytes, quadratic in the long tokens trained on long runs of one byte.
     let longest = ids.keys().map(|t| t.len()).max().unwrap_or(0);
     let mut has_len = try_vec(false, longest + 1).map_err(table)?;
     for t in ids.keys() {

@@ -1,5 +1,9 @@
-//! The character classes of the GPT-2 pattern: of a code point, of the character at a byte offset, and
-//! of 16 ASCII bytes at once.
+//! The character classes of the GPT-2 pattern (`\p{L}`, `\p{N}`, `\s`, the rest): of a character
+//! ([`class_of`]), of the character at a byte offset ([`class_at`], [`char_class`]), and of 16 ASCII
+//! bytes at once ([`ascii_class_mask`], and the SSE2 masks the windows use, [`sse2`]).
+//!
+//! Every class comes from one lookup ([`class_of_code_point`] in the generated tables, or the ASCII
+//! table, which holds the same classes), so that the scanner, the windows and the safe cuts agree.
 
 use super::unicode_tables::{BLOCKS, BLOCK_BITS, BLOCK_INDEX};
 
@@ -30,13 +34,19 @@ static ASCII: [Class; 128] = {
     t
 };
 
-/// The class of a code point.
+/// The class of a character.
 #[inline]
 pub fn class_of(c: char) -> Class {
     let cp = c as u32;
     if cp < 128 {
         return ASCII[cp as usize];
     }
+    class_of_code_point(cp)
+}
+
+/// The class of a code point, from the generated tables: two dependent loads.
+#[inline(always)]
+fn class_of_code_point(cp: u32) -> Class {
     let block = BLOCK_INDEX[(cp >> BLOCK_BITS) as usize] as usize;
     CLASSES[BLOCKS[block][(cp & ((1 << BLOCK_BITS) - 1)) as usize] as usize]
 }
@@ -72,9 +82,7 @@ pub(super) fn class_at(bytes: &[u8], pos: usize) -> (Class, usize) {
             4,
         )
     };
-    let block = BLOCK_INDEX[(cp >> BLOCK_BITS) as usize] as usize;
-    let class = CLASSES[BLOCKS[block][(cp & ((1 << BLOCK_BITS) - 1)) as usize] as usize];
-    (class, len)
+    (class_of_code_point(cp), len)
 }
 
 /// The class of each byte as a `u8`: the ASCII class for bytes below 0x80, and `NOT_ASCII` (equal to no

@@ -1,4 +1,5 @@
-//! The GPT-2 pre-tokenizer as a hand-written scanner.
+//! The GPT-2 pre-tokenizer as a hand-written scanner: [`pretokenize`], and where text can be cut
+//! without changing its pre-tokens ([`is_safe_cut`]).
 //!
 //! GPT-2 splits text into pre-tokens with the pattern
 //!
@@ -11,13 +12,14 @@
 //! character: each alternative is a run of one character class, optionally led by a U+0020, and the
 //! look-ahead `(?!\S)` only ever gives back the last character of a whitespace run. So the scanner looks
 //! at the class of the current character (and of the next one when the current one is a space or an
-//! apostrophe) and consumes a run. Where 64 bytes of ASCII (or two-byte Latin letters) lie ahead, it
-//! instead takes the boundaries of all their pieces at once from bit masks (`boundaries.rs`): on C code
-//! that made scanning 4x faster (302 to 1272 MB/s, one core) and encoding 22% faster.
+//! apostrophe) and consumes a run ([`scan`]). Where 64 bytes of ASCII (or two-byte Latin letters) lie
+//! ahead, it instead takes the boundaries of all their pieces at once from bit masks ([`window`]),
+//! which spares a mispredicted branch per piece.
 //!
-//! The classes come from `unicode_tables.rs`, read off the `regex` module itself by
+//! The classes ([`classes`]) come from [`unicode_tables`], read off the `regex` module itself by
 //! `scripts/gen_unicode_tables.py`; the scanner equals `regex.findall` on every string, which
-//! `tests/test_pretokenize.py` checks by differential fuzzing.
+//! `tests/test_pretokenize.py` checks by differential fuzzing, and the windows equal the scanner,
+//! which the tests here and the `pretokenize` fuzz target check.
 //!
 //! Two facts about the pattern that the rest of the crate relies on:
 //! - No alternative looks behind, so scanning may start at any piece boundary.
@@ -74,8 +76,8 @@ impl<'t> Iterator for PreTokens<'t> {
         // SAFETY: boundaries lie between whole characters (in a window both bytes of a Latin letter
         // share its class, so no boundary falls between them, and boundaries stop before any other
         // byte from 0x80 up; `piece_len` advances by lengths read from lead bytes), so both ends
-        // are character boundaries within the text. The checked slice spent 12% of counting's
-        // instructions re-proving this (callgrind, 20 MB of C).
+        // are character boundaries within the text. The checked slice would re-prove this for every
+        // piece, a visible cost in counting.
         Some(unsafe { self.text.get_unchecked(start..self.pos) })
     }
 }

@@ -1,4 +1,10 @@
-//! The pre-tokenizer's scanner: the length of one piece at a time.
+//! The pre-tokenizer's scanner: the length of one piece at a time ([`piece_len`]), for text the
+//! windows do not cover (text that is neither ASCII nor Latin letters, pieces longer than a window,
+//! the end of a text).
+//!
+//! Each alternative of the pattern is a run of one character class, optionally led by a U+0020, so a
+//! piece is found from the class of its first character (and of the next one after a space or an
+//! apostrophe) and the end of a run. Invariant: a piece starts and ends at character boundaries.
 
 use super::classes::{ascii_class_mask, class_at, Class, BYTE_CLASS};
 
@@ -22,8 +28,8 @@ fn run_end(bytes: &[u8], mut pos: usize, class: Class) -> usize {
 /// is not one, ASCII or not.
 ///
 /// Most of the scanner's time on ASCII text is here. A loop that tests one byte at a time ends with a
-/// mispredicted branch at nearly every run, since word lengths follow no pattern: that was 63% of the
-/// encoder's mispredictions on C code (callgrind's branch simulation). Testing 16 bytes at once and
+/// mispredicted branch at nearly every run, since word lengths follow no pattern: most of the
+/// encoder's mispredictions on code came from there. Testing 16 bytes at once and
 /// taking the end from the mask's trailing zeros leaves one well-predicted branch for runs shorter
 /// than 16 bytes, which nearly all are.
 #[inline(always)]

@@ -1,8 +1,8 @@
 //! The piece boundaries of 64 bytes of ASCII text at once, as a bit mask.
 //!
-//! The scanner in `pretokenize.rs` finds one piece at a time, and which of its branches a piece takes
-//! depends on the piece's class, which nothing predicts: on C code, where a piece is 2.6 bytes on
-//! average, that cost about one mispredicted branch per piece. Here the classes of 64 bytes are
+//! The scanner ([`super::scan`]) finds one piece at a time, and which of its branches a piece takes
+//! depends on the piece's class, which nothing predicts: on code, where pieces average under three
+//! bytes, that costs about one mispredicted branch per piece. Here the classes of 64 bytes are
 //! compared at once into masks (bit `i` for byte `i`), the boundaries follow from a few shifts and
 //! ands, and the pieces are read off the mask with `trailing_zeros`: one unpredictable branch per
 //! window instead of one per piece.
@@ -26,9 +26,9 @@
 //! Each rule reads bytes `i-2..=i+1` at most (a contraction at `i-1` reads `i+1`), and the window's
 //! first byte is a piece boundary, where the pattern starts afresh (nothing in it looks behind). So
 //! the boundaries up to byte 61 of a window are exact when its bytes are ASCII or Latin letters, and
-//! the first `h - 1` are when byte `h` is the first that is neither. `src/pretokenize.rs`'s tests check
-//! the result against the one-piece-at-a-time scanner, and the fuzz target against a model of the
-//! pattern.
+//! the first `h - 1` are when byte `h` is the first that is neither. The tests of `pretokenize/mod.rs`
+//! check the result against the one-piece-at-a-time scanner, and the fuzz target against a model of
+//! the pattern.
 
 /// Bytes per window.
 pub(super) const WINDOW: usize = 64;
@@ -74,8 +74,8 @@ pub(super) fn window_boundaries(window: &[u8; WINDOW]) -> (u64, u64) {
 /// The bytes of the two-byte Latin letters (U+00C0 to U+02BF: leads 0xC3 to 0xCA, all `\p{L}` but
 /// U+00D7 and U+00F7) that come before any other character that is not ASCII, given `high`, the bytes
 /// from 0x80 up. Counted as letters, they keep the accents of European words in the windows. Bit by
-/// bit rather than with masks, so that ASCII windows pay nothing (masks for every window made C code
-/// 2-5% slower).
+/// bit rather than with masks, so that ASCII windows pay nothing (masks for every window slowed
+/// ASCII text down).
 #[inline]
 fn latin_letters(window: &[u8; WINDOW], high: u64) -> u64 {
     let (mut latin, mut rest) = (0u64, high);

@@ -1,5 +1,8 @@
 //! `bytepair._core.Encoder`: the engine's [`Encoder`] for Python, and the fast conversion of its ids to
-//! a Python list.
+//! a Python list ([`PyEncoder::to_list`]).
+//!
+//! Long calls (at least [`INTERRUPTIBLE_FROM`] bytes of text, and every `encode_file`) run with the GIL
+//! released and stop on Ctrl-C; the ids of a failed call are freed before its exception is made.
 
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -30,20 +33,19 @@ pub(super) struct PyEncoder {
 const CACHED_INTS: u32 = 1 << 17;
 
 impl PyEncoder {
-    /// A Python list of `ids`. Python caches only the ints up to 256, so converting each id allocates
-    /// an int, and the list of a 20 MB text took longer than encoding it (about 48 ns an id, 6.7M ids;
-    /// encode() ran at 33 MB/s where the engine runs at 71). Filling a new list with new references to
-    /// the preallocated ints, with the interpreter's inline reference counting, costs a few ns an id.
+    /// A Python list of `ids`. Python caches only the ints up to 256, so converting each id would
+    /// allocate an int, and making the list would take longer than encoding the text. Filling a new
+    /// list with new references to the preallocated ints, with the interpreter's inline reference
+    /// counting, costs a few ns an id.
     fn to_list<'py>(&self, py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
         let len = isize::try_from(ids.len())
             .map_err(|_| PyValueError::new_err("too many ids for a list"))?;
         let ints = &self.ints;
         // A long list adds references to the same few thousand ints over and over: count them in a
         // small array and add each int's count at the end, so that the loop writes to L2-sized counts
-        // instead of to the ints themselves, scattered over megabytes (list building took 57 -> 50 ms
-        // for 6.7M ids of prose, 79 -> 65 ms for 8.6M ids of CJK-heavy text). A u32 count cannot
-        // overflow in a list of at most u32::MAX ids. Without room for the counts (out of memory), each
-        // reference is added at once.
+        // instead of to the ints themselves, scattered over megabytes. A u32 count cannot overflow in
+        // a list of at most u32::MAX ids. Without room for the counts (out of memory), each reference
+        // is added at once.
         let counted = ids.len() >= ints.len() && ids.len() <= u32::MAX as usize;
         let counts = match counted {
             true => try_vec(0u32, ints.len()).unwrap_or_default(),

@@ -23,8 +23,9 @@ const SIGNAL_POLL: Duration = Duration::from_millis(20);
 /// Runs `f` (long work that reports to `progress`) on a helper thread while the calling thread, with
 /// the GIL released, checks for pending signals every [`SIGNAL_POLL`] and cancels `progress` when one
 /// raises. Python runs signal handlers only on the main thread, and the engine reports from worker
-/// threads, so the engine cannot check for Ctrl-C itself: before this, `encode_file` ran to the end of
-/// the file after Ctrl-C. The work then stops at its next report (a chunk, or 50 ms of merging).
+/// threads, so the engine cannot check for Ctrl-C itself (without this, `encode_file` would run to the
+/// end of the file after Ctrl-C). The work then stops at its next report (a chunk, or 50 ms of
+/// merging).
 ///
 /// When the helper thread cannot start (no memory for its stack, or the process's thread limit), the
 /// work runs on the calling thread, and Ctrl-C waits for it.
@@ -79,8 +80,8 @@ impl Drop for WakeOnDrop {
 
 /// `encode` and `encode_batch` of at least this many bytes of text run on a helper thread while the
 /// calling thread watches for Ctrl-C ([`run_interruptible`]), and stop within a block of
-/// [`crate::Encoder::encode_cancellable`]: 100 MB of "x" made Ctrl-C wait 6.5 s. Shorter calls end within
-/// milliseconds anyway, and skip the helper thread.
+/// [`crate::Encoder::encode_cancellable`]: a long text of one letter keeps the encoder busy for
+/// seconds. Shorter calls end within milliseconds anyway, and skip the helper thread.
 pub(super) const INTERRUPTIBLE_FROM: usize = 1 << 20;
 
 /// Reports progress to an optional Python callable `callback(phase, done, total)` and stops the work

@@ -5,6 +5,9 @@
 //! its own map. The maps are merged at the end. Workers never share a map, so counting scales with cores;
 //! memory is the chunks in flight (one per worker plus the reader's) and the maps, which grow with the
 //! number of distinct pre-tokens, not with the size of the file.
+//!
+//! Invariants: the counts do not depend on the chunk size or the number of threads; no pre-token spans
+//! two files; the error reported for invalid UTF-8 names its first byte in the first file that has it.
 
 use std::fs::File;
 use std::path::Path;

@@ -52,7 +52,7 @@ impl MergeHeap {
         merges
     }
 
-    /// Adds `c`; fails, leaving the queue as it was, when the queue cannot grow.
+    /// Adds `c`; fails, leaving the heap as it was, when the heap cannot grow.
     pub(super) fn push(&mut self, c: Candidate, tokens: &[Vec<u8>]) -> Result<(), AllocError> {
         try_push(&mut self.heap, c)?;
         let mut i = self.heap.len() - 1;

@@ -31,7 +31,7 @@ use words::{count_pairs, Words};
 
 /// How often the merge loop reports progress, and so how soon it stops when asked to: by time, since
 /// a merge takes from nanoseconds to tens of milliseconds (the first merges of a large corpus rewrite
-/// millions of words), and a fixed count of merges between reports left Ctrl-C waiting up to 0.2 s.
+/// millions of words), and with a fixed count of merges between reports Ctrl-C could wait for long.
 const REPORT_EVERY: Duration = Duration::from_millis(50);
 
 /// How to train.
