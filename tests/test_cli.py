@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +118,36 @@ def test_train_without_input_uses_the_standard_library(tmp_path: Path) -> None:
 def test_default_corpus_holds_the_standard_library() -> None:
     files = cli.default_corpus_files()
     assert len(files) > 500 and any(f.endswith(os.sep + "heapq.py") for f in files)
+
+
+def test_default_corpus_leaves_installed_packages_unlisted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Folders of installed packages are not even listed (a site-packages can hold many times the files
+    of the standard library); files that are not UTF-8 are left out; the order is pathlib's."""
+    for name, content in {
+        "a.py": b"x = 1\n",
+        "a/b.py": b"y = 2\n",
+        "a-b/c.py": b"z = 3\n",
+        "latin1.py": b"# -*- coding: latin-1 -*-\ns = '\xe9'\n",
+        "notes.txt": b"not python\n",
+        "site-packages/pkg/mod.py": b"w = 4\n",
+        "a/dist-packages/mod.py": b"v = 5\n",
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(content)
+    monkeypatch.setattr(cli.sysconfig, "get_paths", lambda: {"stdlib": str(tmp_path)})
+    listed = []
+    scandir = os.scandir
+
+    def recording_scandir(path: str) -> Iterator[os.DirEntry[str]]:
+        listed.append(os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", recording_scandir)
+    files = cli.default_corpus_files()
+    assert files == [str(tmp_path / "a" / "b.py"), str(tmp_path / "a-b" / "c.py"), str(tmp_path / "a.py")]
+    assert str(tmp_path) in listed and not [p for p in listed if "-packages" in p]
 
 
 def test_progress_bars_appear_on_a_terminal_only(tmp_path: Path, corpus: Path) -> None:

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 import bytepair
 from bytepair import reference
-from bytepair.formats import _unicode_to_bytes
 from conftest import CS336, MEMORY_PROBE
 
 pytest.importorskip("regex")
@@ -23,7 +22,7 @@ EOT = "<|endoftext|>"
 
 
 def gpt2_decode(text: str) -> bytes:
-    table = _unicode_to_bytes()
+    table = {c: b for b, c in bytepair.bytes_to_unicode().items()}
     return bytes(table[c] for c in text)
 
 

@@ -13,7 +13,8 @@ Public API:
 - :func:`train_bpe`: train a vocabulary and merges from a text file.
 - :class:`Tokenizer`: encode and decode; whole files to NumPy arrays.
 - :func:`save_bpe`, :func:`load_bpe`: GPT-2 ``vocab.json`` and ``merges.txt``.
-- :func:`pretokenize`: the GPT-2 pre-tokenizer.
+- :func:`pretokenize`: the GPT-2 pre-tokenizer; :data:`GPT2_PATTERN`, the regular expression it applies
+  (defined in :mod:`bytepair.reference`, whose ``regex`` use is the specification the engine follows).
 - :mod:`bytepair.reference`: the same training in plain Python, the executable specification.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from . import _core
 from .formats import bytes_to_unicode, load_bpe, save_bpe
+from .reference import GPT2_PATTERN
 from .tokenizer import Tokenizer
 from .training import train_bpe
 
@@ -34,8 +36,6 @@ __all__ = [
     "train_bpe",
 ]
 __version__ = "0.1.0"
-
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
 def pretokenize(text: str) -> list[str]:

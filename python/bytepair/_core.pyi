@@ -1,8 +1,8 @@
-"""Type stubs for the Rust engine (src/py.rs). Use the documented wrappers in bytepair instead."""
+"""Type stubs for the Rust engine (src/python/). Use the documented wrappers in bytepair instead."""
 
 from collections.abc import Callable
 
-UNICODE_VERSION: str  # of the scanner's character classes (src/unicode_tables.rs)
+UNICODE_VERSION: str  # of the scanner's character classes (src/pretokenize/unicode_tables.rs)
 
 def pretokenize(text: str) -> list[str]: ...
 def max_threads() -> int: ...

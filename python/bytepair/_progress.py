@@ -14,7 +14,20 @@ _LABELS = {"count": ("pre-tokenizing", "MB"), "merge": ("merging", "merges"), "e
 
 
 class ProgressBar:
-    """A callable ``(phase, done, total)`` that draws a bar; use as a context manager to end the line."""
+    """A callable ``(phase, done, total)`` that draws a bar; use as a context manager to end the line.
+
+    >>> import io
+    >>> class Terminal(io.StringIO):
+    ...     def isatty(self):
+    ...         return True
+    >>> screen = Terminal()
+    >>> with ProgressBar(screen) as bar:
+    ...     bar("count", 500_000, 2_000_000)
+    ...     bar("merge", 10, 10)
+    >>> print(screen.getvalue().replace("\\r", ""), end="")
+     pre-tokenizing [#######                       ] 0.5/2.0 MB    0.0s
+            merging [##############################] 10/10 merges    0.0s
+    """
 
     def __init__(self, stream: TextIO | None = None, min_interval: float = 0.1) -> None:
         self.stream = stream if stream is not None else sys.stderr

@@ -19,13 +19,13 @@ import sysconfig
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import Tokenizer, train_bpe
+from ._common import check_num_threads, check_special_tokens, special_token_ids
 from ._progress import ProgressBar
-from ._threads import check_num_threads
-from .report import describe_token, length_histogram, longest_tokens, write_report
+from .report import write_report
+from .stats import bytes_per_token, describe_token, length_histogram, longest_tokens, vocab_stats
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,17 +58,29 @@ class _Parser(argparse.ArgumentParser):
 
 def default_corpus_files() -> list[str]:
     """The standard library's ``.py`` files that are UTF-8 (a few test files are Latin-1 on purpose),
-    sorted by path: a corpus every machine with Python has."""
-    root = Path(sysconfig.get_paths()["stdlib"])
+    sorted by path as ``pathlib`` sorts, folder by folder: a corpus every machine with Python has.
+
+    >>> files = default_corpus_files()
+    >>> any(f.endswith(os.sep + "heapq.py") for f in files), all(f.endswith(".py") for f in files)
+    (True, True)
+    """
+    root = sysconfig.get_paths()["stdlib"]
+    candidates = []
+    for folder, subfolders, names in os.walk(root):
+        # Installed packages are not the standard library, and a site-packages can hold many times its
+        # files: their folders are not walked at all.
+        subfolders[:] = [d for d in subfolders if d not in ("site-packages", "dist-packages")]
+        candidates += [os.path.join(folder, name) for name in names if name.endswith(".py")]
     files = []
-    for path in sorted(root.rglob("*.py")):
-        if {"site-packages", "dist-packages"} & set(path.relative_to(root).parts):
-            continue
+    for path in sorted(candidates, key=lambda p: p.split(os.sep)):
+        # The engine stops at a file that is not UTF-8 rather than skip it, so each file is checked here
+        # first; the engine then reads it from the page cache.
         try:
-            path.read_bytes().decode("utf-8")
+            with open(path, "rb") as f:
+                f.read().decode("utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        files.append(str(path))
+        files.append(path)
     return files
 
 
@@ -89,7 +101,7 @@ def _peak_memory_mb() -> float:
 
 
 def _train(args: argparse.Namespace) -> None:
-    specials = list(dict.fromkeys(args.special_token))
+    specials = check_special_tokens(args.special_token)
     vocab_size = args.vocab_size
     if not args.input:
         specials = specials or [DEFAULT_SPECIAL_TOKEN]
@@ -121,7 +133,7 @@ def _train(args: argparse.Namespace) -> None:
     print(f"vocab {len(vocab):,}: 256 bytes, {len(merges):,} merges, special tokens {specials}")
     print("longest tokens: " + ", ".join(describe_token(t) for t in longest_tokens(vocab, specials, 5)))
     if tokens is not None:
-        ratio = size / max(tokens, 1)
+        ratio = bytes_per_token(size, tokens)
         print(f"compression on the training text: {ratio:.2f} bytes per token ({tokens:,} tokens)")
     print(f"wrote {args.out}/ (vocab.json, merges.txt, special_tokens.json)")
 
@@ -135,7 +147,7 @@ def _encode(args: argparse.Namespace) -> None:
     dtype = "uint16" if tok.vocab_size <= 1 << 16 else "uint32"  # encode_file's choice
     print(
         f"encoded {args.input}: {size / 1e6:,.1f} MB into {tokens:,} tokens in {seconds:.2f} s "
-        f"({size / 1e6 / seconds:,.1f} MB/s), {size / max(tokens, 1):.2f} bytes per token"
+        f"({size / 1e6 / seconds:,.1f} MB/s), {bytes_per_token(size, tokens):.2f} bytes per token"
     )
     print(f"wrote {args.output} ({dtype})")
 
@@ -179,7 +191,8 @@ def _show_split(tok: Tokenizer, text: str) -> None:
     ids = tok.encode(text)
     vocab = tok.vocab
     size = len(text.encode("utf-8"))
-    print(f"\n{text!r}: {size:,} bytes -> {len(ids):,} tokens, {size / max(len(ids), 1):.2f} bytes per token")
+    ratio = bytes_per_token(size, len(ids))
+    print(f"\n{text!r}: {size:,} bytes -> {len(ids):,} tokens, {ratio:.2f} bytes per token")
     print("|" + "|".join(describe_token(vocab[i], quote=False) for i in ids) + "|")
     print(ids)
 
@@ -187,24 +200,22 @@ def _show_split(tok: Tokenizer, text: str) -> None:
 def _inspect(args: argparse.Namespace) -> None:
     tok = Tokenizer.from_dir(args.dir)
     vocab, specials = tok.vocab, tok.special_tokens
-    special_bytes = {s.encode("utf-8") for s in specials}
-    ordinary = [t for t in vocab.values() if t not in special_bytes]
-    lengths = sorted(len(t) for t in ordinary)
+    stats = vocab_stats(vocab, specials)
     print(
-        f"{args.dir}: {len(vocab):,} tokens: {sum(len(t) == 1 for t in ordinary):,} bytes, "
+        f"{args.dir}: {len(vocab):,} tokens: {stats.single_bytes:,} bytes, "
         f"{len(tok.merges):,} merges, special tokens {specials}"
     )
     print(
-        f"token length in bytes: mean {sum(lengths) / len(lengths):.2f}, "
-        f"median {lengths[len(lengths) // 2]}, longest {lengths[-1]}"
+        f"token length in bytes: mean {stats.mean_length:.2f}, "
+        f"median {stats.median_length}, longest {stats.longest}"
     )
     histogram = length_histogram(vocab, specials, _INSPECT_HISTOGRAM_CAP)
     for length, count in histogram.items():
         label = f"{length}+" if length == _INSPECT_HISTOGRAM_CAP else str(length)
-        bar = "#" * max(1, round(50 * count / len(ordinary))) if count else ""
+        bar = "#" * max(1, round(50 * count / stats.tokens)) if count else ""
         print(f"  {label:>3} {bar:<50} {count:,}")
-    spaced = sum(t.startswith(b" ") for t in ordinary)
-    print(f"tokens starting with a space: {spaced:,} ({100 * spaced / len(ordinary):.0f}%)")
+    spaced = stats.space_prefixed
+    print(f"tokens starting with a space: {spaced:,} ({100 * spaced / stats.tokens:.0f}%)")
     print("longest tokens: " + ", ".join(describe_token(t) for t in longest_tokens(vocab, specials, 10)))
     if args.text is not None:
         _show_split(tok, args.text)
@@ -217,7 +228,7 @@ def _export(args: argparse.Namespace) -> None:
         print(f"wrote {args.output}; load it with tokenizers.Tokenizer.from_file({args.output!r})")
         return
     tok.to_tiktoken(args.output)
-    special_ids = {s: next(i for i, t in tok.vocab.items() if t == s.encode()) for s in tok.special_tokens}
+    special_ids = special_token_ids(tok.vocab, tok.special_tokens)
     print(
         f"wrote {args.output}; load it with\n"
         f"  tiktoken.Encoding('bytepair', pat_str=bytepair.GPT2_PATTERN, "
@@ -381,7 +392,20 @@ def _threads_arg(text: str) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Runs the command line with ``argv`` (default: ``sys.argv[1:]``) and returns the exit status."""
+    """Runs the command line with ``argv`` (default: ``sys.argv[1:]``) and returns the exit status.
+
+    >>> import bytepair, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> bytepair.Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"hi"}, [(b"h", b"i")]).save(d)
+    >>> main(["inspect", d, "hi!"])  # doctest: +ELLIPSIS
+    /...: 257 tokens: 256 bytes, 1 merges, special tokens []
+    token length in bytes: mean 1.00, median 1, longest 2
+    ...
+    'hi!': 3 bytes -> 2 tokens, 1.50 bytes per token
+    |hi|!|
+    [256, 33]
+    0
+    """
     # Signal handlers can only be set from the main thread (a test may call main from another).
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None

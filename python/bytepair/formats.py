@@ -13,137 +13,12 @@ even invalid UTF-8 or one holding a space or a newline, is a short printable str
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import functools
 import json
-import os
-import secrets
-import stat
 from collections.abc import Iterable, Mapping
-from typing import Union
 
-PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+from ._common import PathLike, bytes_to_unicode, decode_token, encode_token, path_str, write_atomically
 
 __all__ = ["bytes_to_unicode", "load_bpe", "save_bpe"]
-
-
-@functools.cache
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's table from byte values to the characters that stand for them in vocab and merges files.
-
-    >>> table = bytes_to_unicode()
-    >>> table[ord("a")], table[ord(" ")], table[ord("\\n")]
-    ('a', 'Ġ', 'Ċ')
-    """
-    printable = [
-        *range(ord("!"), ord("~") + 1),
-        *range(ord("¡"), ord("¬") + 1),
-        *range(ord("®"), ord("ÿ") + 1),
-    ]
-    table = {b: chr(b) for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in table:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return table
-
-
-@functools.cache
-def _unicode_to_bytes() -> dict[str, int]:
-    return {c: b for b, c in bytes_to_unicode().items()}
-
-
-def _encode_token(token: bytes) -> str:
-    table = bytes_to_unicode()
-    return "".join(table[b] for b in token)
-
-
-def _decode_token(text: str, where: str) -> bytes:
-    table = _unicode_to_bytes()
-    try:
-        return bytes(table[c] for c in text)
-    except KeyError as e:
-        raise ValueError(f"{where}: {e.args[0]!r} is not a character of the GPT-2 byte table") from None
-
-
-def _path(path: PathLike, what: str = "path") -> str:
-    """``path`` as a str: a str, an ``os.PathLike``, or bytes (decoded as the file system does, like
-    ``os.fsdecode``, so that any file name works)."""
-    try:
-        return os.fsdecode(path)
-    except TypeError:
-        raise TypeError(
-            f"{what} must be a path (str, bytes or os.PathLike), not {type(path).__name__}"
-        ) from None
-
-
-def _naming(e: OSError, name: str) -> OSError:
-    """``e`` about the file ``name`` (the path the caller gave) instead of a temporary file."""
-    if e.errno is None:
-        return OSError(f"{name}: {e}")
-    return OSError(e.errno, e.strerror, name)  # OSError picks the subclass (FileNotFoundError, ...)
-
-
-def _create_temp(folder: str, mode: int | None) -> tuple[int, str]:
-    """A new file in ``folder`` with a short name unique to this call (random, created with O_EXCL), and
-    mode ``mode`` or, when None, the usual mode under the umask; returns its descriptor and path."""
-    while True:
-        tmp = os.path.join(folder, f".bp-{secrets.token_hex(8)}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            continue
-        if mode is not None:
-            try:
-                os.fchmod(fd, mode)
-            except BaseException:
-                os.close(fd)
-                os.unlink(tmp)
-                raise
-        return fd, tmp
-
-
-def _write_atomically(path: PathLike, text: str) -> None:
-    """Writes ``text`` (UTF-8) to the file ``path``, losing nothing whatever happens.
-
-    A regular file, or a new one, is written through a temporary file beside it and a rename, so that it
-    is either the old file or the whole new one, never a partial write; a replaced file keeps its mode,
-    a new one gets the usual mode under the umask, and a symbolic link stays a link (its target is
-    replaced). A device or a pipe (``/dev/null``, ``/dev/stdout``, a FIFO) is written directly, as a
-    shell redirection would: a rename would replace the device node itself. A directory, or a path
-    ending in a slash, raises IsADirectoryError. Errors name ``path``, never the temporary file.
-    """
-    name = _path(path)
-    if name.endswith(("/", os.sep)) or os.path.isdir(name):
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
-    try:
-        existing = os.stat(name)
-    except FileNotFoundError:
-        existing = None
-    if existing is not None and not stat.S_ISREG(existing.st_mode):
-        with open(name, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        return
-    target = os.path.realpath(name) if existing is not None else name
-    mode = stat.S_IMODE(existing.st_mode) if existing is not None else None
-    try:
-        fd, tmp = _create_temp(os.path.dirname(target) or ".", mode)
-    except OSError as e:
-        raise _naming(e, name) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException as e:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise _naming(e, name) from None
-        raise
 
 
 def save_bpe(
@@ -174,7 +49,7 @@ def save_bpe(
     for token_id, token in sorted(vocab.items()):
         if not isinstance(token, bytes):
             raise TypeError(f"vocab[{token_id}] must be bytes, not {type(token).__name__}")
-        text = _encode_token(token)
+        text = encode_token(token)
         if text in by_text:
             raise ValueError(
                 f"vocab ids {by_text[text]} and {token_id} are both {token!r}; "
@@ -185,9 +60,9 @@ def save_bpe(
     for i, merge in enumerate(merges):
         if not (isinstance(merge, tuple) and len(merge) == 2 and all(isinstance(t, bytes) for t in merge)):
             raise ValueError(f"merges[{i}] must be a pair of bytes, not {merge!r}")
-        lines.append(f"{_encode_token(merge[0])} {_encode_token(merge[1])}\n")
-    _write_atomically(vocab_path, json.dumps(by_text, ensure_ascii=False, indent=0) + "\n")
-    _write_atomically(merges_path, "".join(lines))
+        lines.append(f"{encode_token(merge[0])} {encode_token(merge[1])}\n")
+    write_atomically(vocab_path, json.dumps(by_text, ensure_ascii=False, indent=0) + "\n")
+    write_atomically(merges_path, "".join(lines))
 
 
 def load_bpe(
@@ -206,7 +81,7 @@ def load_bpe(
     >>> load_bpe(v, m)
     ({0: b'a', 1: b'b', 2: b'ab'}, [(b'a', b'b')])
     """
-    vocab_name, merges_name = _path(vocab_path, "vocab_path"), _path(merges_path, "merges_path")
+    vocab_name, merges_name = path_str(vocab_path, "vocab_path"), path_str(merges_path, "merges_path")
     with open(vocab_name, encoding="utf-8") as f:
         try:
             raw = json.load(f)
@@ -220,7 +95,7 @@ def load_bpe(
             raise ValueError(f"{vocab_name}: id of {text!r} must be a non-negative integer, not {token_id!r}")
         if token_id in vocab:
             raise ValueError(f"{vocab_name}: id {token_id} is given to two tokens")
-        vocab[token_id] = _decode_token(text, vocab_name)
+        vocab[token_id] = decode_token(text, vocab_name)
     merges: list[tuple[bytes, bytes]] = []
     with open(merges_name, encoding="utf-8") as f:
         try:
@@ -236,5 +111,5 @@ def load_bpe(
                 f"{merges_name}:{lineno}: expected two tokens separated by one space, got {line!r}"
             )
         where = f"{merges_name}:{lineno}"
-        merges.append((_decode_token(parts[0], where), _decode_token(parts[1], where)))
+        merges.append((decode_token(parts[0], where), decode_token(parts[1], where)))
     return dict(sorted(vocab.items())), merges

@@ -23,17 +23,20 @@ import binascii
 import json
 from collections.abc import Mapping, Sequence
 
-from .formats import PathLike, _decode_token, _encode_token, _path, _write_atomically
+from ._common import (
+    PathLike,
+    decode_token,
+    encode_token,
+    ordinary_tokens,
+    path_str,
+    special_token_ids,
+    write_atomically,
+)
 
 Vocab = Mapping[int, bytes]
 Merges = Sequence[tuple[bytes, bytes]]
 
 __all__ = ["load_hf", "load_tiktoken", "merges_from_ranks", "save_hf", "save_tiktoken"]
-
-
-def _special_ids(vocab: Vocab, special_tokens: Sequence[str]) -> dict[str, int]:
-    ids = {token: token_id for token_id, token in vocab.items()}
-    return {s: ids[s.encode("utf-8")] for s in special_tokens}
 
 
 def save_hf(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], path: PathLike) -> None:
@@ -62,7 +65,7 @@ def save_hf(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], path: P
                 "normalized": False,
                 "special": True,
             }
-            for token, token_id in _special_ids(vocab, special_tokens).items()
+            for token, token_id in special_token_ids(vocab, special_tokens).items()
         ],
         "normalizer": None,
         "pre_tokenizer": byte_level,
@@ -77,11 +80,11 @@ def save_hf(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], path: P
             "fuse_unk": False,
             "byte_fallback": False,
             "ignore_merges": True,
-            "vocab": {_encode_token(token): token_id for token_id, token in sorted(vocab.items())},
-            "merges": [[_encode_token(a), _encode_token(b)] for a, b in merges],
+            "vocab": {encode_token(token): token_id for token_id, token in sorted(vocab.items())},
+            "merges": [[encode_token(a), encode_token(b)] for a, b in merges],
         },
     }
-    _write_atomically(path, json.dumps(document, ensure_ascii=False, indent=1) + "\n")
+    write_atomically(path, json.dumps(document, ensure_ascii=False, indent=1) + "\n")
 
 
 def load_hf(path: PathLike) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]], list[str]]:
@@ -98,7 +101,7 @@ def load_hf(path: PathLike) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]
     >>> vocab[256], merges, specials
     (b'hi', [(b'h', b'i')], [])
     """
-    name = _path(path)
+    name = path_str(path)
     with open(name, encoding="utf-8") as f:
         try:
             document = json.load(f)
@@ -113,13 +116,13 @@ def load_hf(path: PathLike) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]
             f"{name}: the pre-tokenizer must be ByteLevel with use_regex and no prefix space "
             "(GPT-2's, the only one bytepair applies)"
         )
-    vocab = {token_id: _decode_token(text, name) for text, token_id in model.get("vocab", {}).items()}
+    vocab = {token_id: decode_token(text, name) for text, token_id in model.get("vocab", {}).items()}
     merges = []
     for i, merge in enumerate(model.get("merges", [])):
         parts = merge.split(" ") if isinstance(merge, str) else merge
         if len(parts) != 2:
             raise ValueError(f"{name}: merges[{i}] is not a pair: {merge!r}")
-        merges.append((_decode_token(parts[0], name), _decode_token(parts[1], name)))
+        merges.append((decode_token(parts[0], name), decode_token(parts[1], name)))
     specials = []
     for added in document.get("added_tokens", []):
         content = added["content"].encode("utf-8")
@@ -130,14 +133,14 @@ def load_hf(path: PathLike) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]
     return dict(sorted(vocab.items())), merges, specials
 
 
-def _check_ranks_are_ids(vocab: Vocab, merges: Merges, special_tokens: Sequence[str]) -> None:
+def _check_ranks_are_ids(vocab: Vocab, ordinary: Vocab, merges: Merges) -> None:
     """tiktoken ranks are ids; they encode as bytepair does when ids grow with merge order, and tokens
-    no merge builds (bytepair ranks them after every merge) come last."""
+    no merge builds (bytepair ranks them after every merge) come last. ``ordinary`` is ``vocab`` without
+    its special tokens, which tiktoken takes apart."""
     ids = {token: token_id for token_id, token in vocab.items()}
     built = list(dict.fromkeys(ids[a + b] for a, b in merges))
     built_set = set(built)
-    specials = {s.encode("utf-8") for s in special_tokens}
-    unbuilt = [i for i, t in vocab.items() if len(t) > 1 and t not in specials and i not in built_set]
+    unbuilt = [i for i, t in ordinary.items() if len(t) > 1 and i not in built_set]
     order = built + sorted(unbuilt)
     if order != sorted(order):
         raise ValueError("token ids are not in merge order, so they cannot be tiktoken ranks")
@@ -155,14 +158,13 @@ def save_tiktoken(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], p
     >>> open(path).read().splitlines()[-1]
     'aGk= 256'
     """
-    _check_ranks_are_ids(vocab, merges, special_tokens)
-    specials = {s.encode("utf-8") for s in special_tokens}
+    ordinary = ordinary_tokens(vocab, special_tokens)
+    _check_ranks_are_ids(vocab, ordinary, merges)
     lines = [
         f"{base64.b64encode(token).decode('ascii')} {token_id}\n"
-        for token_id, token in sorted(vocab.items())
-        if token not in specials
+        for token_id, token in sorted(ordinary.items())
     ]
-    _write_atomically(path, "".join(lines))
+    write_atomically(path, "".join(lines))
 
 
 def load_tiktoken(path: PathLike) -> dict[int, bytes]:
@@ -174,7 +176,7 @@ def load_tiktoken(path: PathLike) -> dict[int, bytes]:
     >>> load_tiktoken(path)
     {0: b'h', 1: b'i', 2: b'hi'}
     """
-    name = _path(path)
+    name = path_str(path)
     with open(name, "rb") as f:
         lines = f.read().splitlines()
     ranks: dict[int, bytes] = {}

@@ -7,12 +7,10 @@ same vocabulary and merges on every input; the tests check that on random and re
 It needs the third-party ``regex`` module (``pip install regex``) for ``\\p{L}`` and ``\\p{N}``: the GPT-2
 pattern is defined by what ``regex`` does with it.
 
->>> import tempfile
->>> with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-...     _ = f.write("low lower lowest<|endoftext|>low")
->>> vocab, merges = train_bpe(f.name, 259, ["<|endoftext|>"])
->>> merges
-[(b'o', b'w'), (b'l', b'ow')]
+>>> count_pretokens("the cat sat", [])[(b" ", b"c", b"a", b"t")]
+1
+>>> merge_word((b" ", b"c", b"a", b"t"), (b"a", b"t"))
+(b' ', b'c', b'at')
 """
 
 from __future__ import annotations
@@ -20,6 +18,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+# GPT-2's pre-tokenizer (bytepair.GPT2_PATTERN is this one): contractions, letters, digits, other symbols,
+# each optionally after one space, then whitespace (a run before a word leaves its last space to the word).
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
@@ -50,7 +50,11 @@ def split_on_special_tokens(text: str, special_tokens: list[str]) -> list[str]:
 
 
 def count_pretokens(text: str, special_tokens: list[str]) -> Counter[tuple[bytes, ...]]:
-    """How often each pre-token occurs, each written as a tuple of single bytes."""
+    """How often each pre-token occurs, each written as a tuple of single bytes.
+
+    >>> count_pretokens("a a<|e|>a", ["<|e|>"])
+    Counter({(b'a',): 2, (b' ', b'a'): 1})
+    """
     counts: Counter[tuple[bytes, ...]] = Counter()
     for part in split_on_special_tokens(text, special_tokens):
         for piece in pretokenize(part):
@@ -79,7 +83,18 @@ def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[byte
 def train_bpe(
     input_path: str, vocab_size: int, special_tokens: list[str] | None = None
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """Trains on a UTF-8 file; same contract and ids as :func:`bytepair.train_bpe`."""
+    """Trains on a UTF-8 file; same contract and ids as :func:`bytepair.train_bpe`.
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+    ...     _ = f.write("hug pug pun bun<|endoftext|>hugs")
+    >>> vocab, merges = train_bpe(f.name, 260, ["<|endoftext|>"])
+    >>> merges  # "ug" 3 times; then "un", "hug" and " p" 2 times each, and the greatest pair wins
+    [(b'u', b'g'), (b'u', b'n'), (b'h', b'ug')]
+    >>> import bytepair  # the engine must agree
+    >>> bytepair.train_bpe(f.name, 260, ["<|endoftext|>"]) == (vocab, merges)
+    True
+    """
     specials = list(dict.fromkeys(special_tokens or []))
     added = [t for t in specials if len(t.encode("utf-8")) > 1]  # a token of one byte has its id already
     # newline="": the text exactly as in the file (text mode would turn "\r\n" and "\r" into "\n").

@@ -1,9 +1,12 @@
-"""What a vocabulary holds and how well it compresses text: numbers for ``bytepair inspect`` and the
-one-file HTML report of ``bytepair report`` (charts are inline SVG; nothing is fetched or run).
+"""``bytepair report``: one self-contained HTML page comparing tokenizers on corpora.
 
-The report answers the CS336 "tokenizer experiments" questions by command: bytes per token on each
-corpus, the share of the vocabulary each corpus uses, token lengths, the longest tokens, and for two
-tokenizers (say one trained on prose, one on code) each encoding the other's corpus, side by side.
+The page shows the numbers of :mod:`bytepair.stats` for one tokenizer, or two side by side (say one
+trained on prose and one on code, each encoding the other's corpus): bytes per token on each corpus, the
+share of the vocabulary each corpus uses, token lengths, the longest tokens. Charts are inline SVG and
+the styles inline CSS, so the file opens anywhere and fetches or runs nothing.
+
+``CorpusResult``, ``describe_token``, ``length_histogram``, ``longest_tokens`` and ``measure`` live in
+:mod:`bytepair.stats` and are importable from here as before.
 """
 
 from __future__ import annotations
@@ -11,120 +14,25 @@ from __future__ import annotations
 import html
 import math
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
-from ._threads import check_num_threads
-from .formats import PathLike, _path, _write_atomically
+from ._common import PathLike, check_num_threads, path_str, write_atomically
+from .stats import (
+    CorpusResult,
+    describe_token,
+    length_histogram,
+    longest_tokens,
+    measure,
+    percent_more,
+    vocab_overlap,
+    vocab_stats,
+)
 from .tokenizer import Tokenizer
 
 __all__ = ["CorpusResult", "describe_token", "length_histogram", "longest_tokens", "measure", "write_report"]
 
-COLORS = ["#2f6db5", "#e07b39"]
+COLORS = ["#2f6db5", "#e07b39"]  # one per tokenizer
 _HISTOGRAM_CAP = 32  # longer tokens share the last bar
-_BLOCK = 1 << 22  # ids counted at a time
-
-
-def describe_token(token: bytes, quote: bool = True) -> str:
-    """A token as readable text: the Python literal of its text, or of its bytes when not UTF-8.
-
-    >>> describe_token(b" the"), describe_token(b"\\xe2\\x82"), describe_token(b"a\\n", quote=False)
-    ("' the'", "b'\\\\xe2\\\\x82'", 'a\\\\n')
-    """
-    try:
-        shown = repr(token.decode("utf-8"))
-    except UnicodeDecodeError:
-        shown = repr(token)
-        return shown if quote else shown[2:-1]
-    return shown if quote else shown[1:-1]
-
-
-def _ordinary(vocab: Mapping[int, bytes], special_tokens: Sequence[str]) -> dict[int, bytes]:
-    specials = {s.encode("utf-8") for s in special_tokens}
-    return {i: t for i, t in vocab.items() if t not in specials}
-
-
-def longest_tokens(vocab: Mapping[int, bytes], special_tokens: Sequence[str], n: int) -> list[bytes]:
-    """The ``n`` longest tokens other than special tokens, longest first, then by id.
-
-    >>> longest_tokens({0: b"a", 1: b"abc", 2: b"ab", 3: b"<s>"}, ["<s>"], 2)
-    [b'abc', b'ab']
-    """
-    tokens = sorted(_ordinary(vocab, special_tokens).items(), key=lambda item: (-len(item[1]), item[0]))
-    return [t for _, t in tokens[:n]]
-
-
-def length_histogram(
-    vocab: Mapping[int, bytes], special_tokens: Sequence[str], cap: int | None = None
-) -> dict[int, int]:
-    """How many tokens (special tokens aside) have each length in bytes, from 1 to the longest, or to
-    ``cap``, which then counts every token at least that long.
-
-    >>> length_histogram({0: b"a", 1: b"b", 2: b"abc", 3: b"abcd"}, [])
-    {1: 2, 2: 0, 3: 1, 4: 1}
-    >>> length_histogram({0: b"a", 1: b"b", 2: b"abc", 3: b"abcd"}, [], cap=3)
-    {1: 2, 2: 0, 3: 2}
-    """
-    lengths = [len(t) for t in _ordinary(vocab, special_tokens).values()]
-    longest = max(lengths, default=0) if cap is None else cap
-    counts = dict.fromkeys(range(1, longest + 1), 0)
-    for length in lengths:
-        counts[min(length, longest)] += 1
-    return counts
-
-
-@dataclass(frozen=True)
-class CorpusResult:
-    """One tokenizer on one corpus: its size, the tokens it takes, and the distinct ids used."""
-
-    tokenizer: str
-    corpus: str
-    bytes: int
-    tokens: int
-    ids_used: int
-    vocab_size: int
-
-    @property
-    def bytes_per_token(self) -> float:
-        return self.bytes / max(self.tokens, 1)
-
-    @property
-    def vocab_share(self) -> float:
-        return self.ids_used / self.vocab_size
-
-
-def measure(
-    name: str,
-    tok: Tokenizer,
-    corpus: str,
-    num_threads: int | None = None,
-    progress: bool | Callable[[str, int, int], None] = False,
-    label: str | None = None,
-) -> CorpusResult:
-    """Encodes the file ``corpus`` (through a temporary ``.npy``) and counts its tokens and distinct ids;
-    the result names the corpus ``label``, by default the file's name.
-
-    >>> import os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "c.txt")
-    >>> _ = open(path, "w").write("abab")
-    >>> r = measure("bytes", Tokenizer({i: bytes([i]) for i in range(256)}, []), path)
-    >>> r.bytes_per_token, r.ids_used
-    (1.0, 2)
-    """
-    import numpy as np
-
-    with tempfile.TemporaryDirectory(prefix="bytepair-") as tmp:
-        out = os.path.join(tmp, "ids.npy")
-        tokens = tok.encode_file(corpus, out, num_threads=num_threads, progress=progress)
-        ids = np.load(out, mmap_mode="r")
-        seen = np.zeros(tok.vocab_size, dtype=bool)
-        # In blocks: bincount copies its input to int64, which for a whole corpus is 4x the .npy.
-        for start in range(0, len(ids), _BLOCK):
-            seen |= np.bincount(ids[start : start + _BLOCK], minlength=tok.vocab_size) > 0
-        used = int(np.count_nonzero(seen))
-    label = os.path.basename(corpus) if label is None else label
-    return CorpusResult(name, label, os.path.getsize(corpus), tokens, used, len(tok.vocab))
 
 
 def _esc(value: object) -> str:
@@ -250,21 +158,20 @@ ol.tokens span { color: #8a94a6; font-size: 12px; margin-left: 6px; }
 
 
 def _comparison(names: Sequence[str], toks: Sequence[Tokenizer], results: Sequence[CorpusResult]) -> str:
-    a, b = (set(_ordinary(t.vocab, t.special_tokens).values()) for t in toks)
-    rows = []
-    for ra, rb in zip(results[0::2], results[1::2]):
-        change = 100 * (rb.tokens / max(ra.tokens, 1) - 1)
-        rows.append([ra.corpus, f"{ra.tokens:,}", f"{rb.tokens:,}", f"{change:+.1f}%"])
-    only = [sorted(x - y, key=lambda t: (-len(t), t))[:16] for x, y in ((a, b), (b, a))]
+    rows = [
+        [ra.corpus, f"{ra.tokens:,}", f"{rb.tokens:,}", f"{percent_more(rb.tokens, ra.tokens):+.1f}%"]
+        for ra, rb in zip(results[0::2], results[1::2])
+    ]
+    overlap = vocab_overlap(toks[0], toks[1], 16)
     return (
         "<section><h2>Side by side</h2><p class='note'>Tokens each needs on every corpus; the last column "
         f"is how many more (or fewer) {_esc(names[1])} needs than {_esc(names[0])}. The two vocabularies "
-        f"share {len(a & b):,} tokens.</p>"
+        f"share {overlap.shared:,} tokens.</p>"
         + _table(["corpus", names[0], names[1], f"{names[1]} vs {names[0]}"], rows)
         + "<div class='columns'>"
         + "".join(
             f"<div><h2>Longest tokens only {_esc(n)} has</h2>{_token_list(t)}</div>"
-            for n, t in zip(names, only)
+            for n, t in zip(names, (overlap.only_first, overlap.only_second))
         )
         + "</div></section>"
     )
@@ -278,10 +185,10 @@ def _render_html(tokenizers: Mapping[str, Tokenizer], results: Sequence[CorpusRe
         by_corpus.setdefault(r.corpus, []).append(r)
     summary = []
     for name, tok in tokenizers.items():
-        lengths = [len(t) for t in _ordinary(tok.vocab, tok.special_tokens).values()]
+        stats = vocab_stats(tok.vocab, tok.special_tokens)
         specials = ", ".join(tok.special_tokens) or "none"
-        mean = f"{sum(lengths) / len(lengths):.2f}"
-        summary.append([name, f"{len(tok.vocab):,}", f"{len(tok.merges):,}", specials, mean, max(lengths)])
+        mean = f"{stats.mean_length:.2f}"
+        summary.append([name, f"{len(tok.vocab):,}", f"{len(tok.merges):,}", specials, mean, stats.longest])
     compression_rows = [
         [corpus, f"{rs[0].bytes / 1e6:,.2f} MB"] + [f"{r.tokens:,} ({r.bytes_per_token:.2f})" for r in rs]
         for corpus, rs in by_corpus.items()
@@ -340,8 +247,17 @@ def write_report(
 
     ``output`` is written as :meth:`Tokenizer.save` writes files: whole or not at all, a device such as
     ``/dev/stdout`` directly. An output that is one of the corpora raises ValueError before any work.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(d, "c.txt"), "w").write("the cat")
+    >>> tok = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"th"}, [(b"t", b"h")])
+    >>> write_report({"tok": tok}, [os.path.join(d, "c.txt")], os.path.join(d, "report.html"))
+    [CorpusResult(tokenizer='tok', corpus='c.txt', bytes=7, tokens=6, ids_used=6, vocab_size=257)]
+    >>> "<svg" in open(os.path.join(d, "report.html"), encoding="utf-8").read()
+    True
     """
-    output = _path(output, "output")
+    output = path_str(output, "output")
     num_threads = check_num_threads(num_threads)
     for corpus in corpora:
         try:
@@ -359,5 +275,5 @@ def write_report(
         for corpus, label in zip(corpora, labels)
         for name, tok in tokenizers.items()
     ]
-    _write_atomically(output, _render_html(tokenizers, results))
+    write_atomically(output, _render_html(tokenizers, results))
     return results

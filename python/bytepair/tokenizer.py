@@ -9,16 +9,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Callable
 
 from . import _core, interop
+from ._common import PathLike, check_num_threads, check_special_tokens, path_str, write_atomically
 from ._progress import ProgressBar
-from ._threads import check_num_threads
-from .formats import PathLike, _path, _write_atomically, load_bpe, save_bpe
+from .formats import load_bpe, save_bpe
 
 __all__ = ["Tokenizer"]
 
-# encode_iterable hands text to the engine once it holds this much, so that small pieces (lines of a
-# file) are encoded in batches rather than one call each: 256K characters streamed prose at 21 MB/s where
-# 64K ran at 12 and 1M at 17 (measured when every call started with empty caches; the engine now keeps a
-# stream's small caches between calls), and keeps memory growth to a few MB.
+# encode_iterable hands text to the engine once it holds this many characters, so that small pieces (lines
+# of a file) are encoded a batch per call rather than one call each; smaller batches streamed slower,
+# larger ones no faster, and this size keeps the memory held to a few MB.
 _STREAM_BATCH = 1 << 18
 
 
@@ -52,9 +51,7 @@ class Tokenizer:
         value with no id, or a merge whose parts or result are not in the vocabulary; and for a special
         token of more than 1024 bytes (UTF-8).
         """
-        if isinstance(special_tokens, str):
-            raise TypeError("special_tokens must be a list of str, not a single str")
-        specials = list(dict.fromkeys(special_tokens or []))
+        specials = check_special_tokens(special_tokens)
         vocab = dict(vocab)
         merges = [tuple(m) for m in merges]
         for token_id, token in vocab.items():
@@ -67,8 +64,6 @@ class Tokenizer:
                 raise TypeError(f"merges[{i}] must be a pair of bytes, not {m!r}")
         known = set(vocab.values())
         for token in specials:
-            if not isinstance(token, str):
-                raise TypeError(f"special tokens must be str, not {type(token).__name__}")
             if token.encode("utf-8") not in known:
                 vocab[max(vocab, default=-1) + 1] = token.encode("utf-8")
         self._vocab = vocab
@@ -103,7 +98,7 @@ class Tokenizer:
         >>> Tokenizer.from_dir(d)
         Tokenizer(vocab_size=257, merges=0, special_tokens=['<|endoftext|>'])
         """
-        folder = _path(folder, "folder")
+        folder = path_str(folder, "folder")
         if not os.path.isfile(os.path.join(folder, "vocab.json")):
             raise FileNotFoundError(f"{folder}: not a tokenizer folder (no vocab.json)")
         specials_path = os.path.join(folder, "special_tokens.json")
@@ -123,19 +118,33 @@ class Tokenizer:
     def save(self, folder: PathLike) -> None:
         """Writes ``vocab.json``, ``merges.txt`` and ``special_tokens.json`` into ``folder`` (created if
         missing), for :meth:`from_dir` and the ``bytepair`` commands; each file whole or not at all, as
-        :func:`bytepair.save_bpe` writes."""
-        folder = _path(folder, "folder")
+        :func:`bytepair.save_bpe` writes.
+
+        >>> import os, tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"]).save(d)
+        >>> sorted(os.listdir(d))
+        ['merges.txt', 'special_tokens.json', 'vocab.json']
+        """
+        folder = path_str(folder, "folder")
         os.makedirs(folder, exist_ok=True)
         save_bpe(
             self._vocab, self._merges, os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")
         )
         specials = json.dumps(self._specials, ensure_ascii=False) + "\n"
-        _write_atomically(os.path.join(folder, "special_tokens.json"), specials)
+        write_atomically(os.path.join(folder, "special_tokens.json"), specials)
 
     @classmethod
     def from_hf(cls, path: PathLike) -> Tokenizer:
         """Loads a byte-level BPE HF ``tokenizer.json`` (GPT-2's pre-tokenizer), added tokens as special
-        tokens; see :func:`bytepair.interop.load_hf`."""
+        tokens; see :func:`bytepair.interop.load_hf`.
+
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "tokenizer.json")
+        >>> Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"hi"}, [(b"h", b"i")]).to_hf(path)
+        >>> Tokenizer.from_hf(path).encode("hi!")
+        [256, 33]
+        """
         return cls(*interop.load_hf(path))
 
     @classmethod
@@ -144,7 +153,15 @@ class Tokenizer:
     ) -> Tokenizer:
         """Loads a ``.tiktoken`` rank file (ids are ranks) and rebuilds its merges; ``special_tokens``
         is tiktoken's ``{token: id}`` or a list (given the next ids). Encodes as
-        ``tiktoken.Encoding(pat_str=bytepair.GPT2_PATTERN, ...)`` does; see :mod:`bytepair.interop`."""
+        ``tiktoken.Encoding(pat_str=bytepair.GPT2_PATTERN, ...)`` does; see :mod:`bytepair.interop`.
+
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "bpe.tiktoken")
+        >>> Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"hi"}, [(b"h", b"i")]).to_tiktoken(path)
+        >>> tok = Tokenizer.from_tiktoken(path, {"<|endoftext|>": 257})
+        >>> tok.merges, tok.encode("hi<|endoftext|>")
+        ([(b'h', b'i')], [256, 257])
+        """
         vocab = interop.load_tiktoken(path)
         merges = interop.merges_from_ranks(vocab)  # before the special tokens join: never merged
         if isinstance(special_tokens, Mapping):
@@ -152,31 +169,62 @@ class Tokenizer:
         return cls(vocab, merges, special_tokens)
 
     def to_hf(self, path: PathLike) -> None:
-        """Writes a HF ``tokenizer.json`` that encodes as this tokenizer does."""
+        """Writes a HF ``tokenizer.json`` that encodes as this tokenizer does (written as
+        :func:`bytepair.save_bpe` writes its files).
+
+        >>> import json, os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "tokenizer.json")
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"]).to_hf(path)
+        >>> json.load(open(path, encoding="utf-8"))["added_tokens"][0]["content"]
+        '<|endoftext|>'
+        """
         interop.save_hf(self._vocab, self._merges, self._specials, path)
 
     def to_tiktoken(self, path: PathLike) -> None:
-        """Writes a ``.tiktoken`` rank file (special tokens left out, as tiktoken takes them apart)."""
+        """Writes a ``.tiktoken`` rank file (special tokens left out, as tiktoken takes them apart).
+
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "bpe.tiktoken")
+        >>> Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"hi"}, [(b"h", b"i")]).to_tiktoken(path)
+        >>> open(path).read().splitlines()[-1]
+        'aGk= 256'
+        """
         interop.save_tiktoken(self._vocab, self._merges, self._specials, path)
 
     @property
     def vocab(self) -> dict[int, bytes]:
-        """A copy of the vocabulary, id -> bytes, special tokens included."""
+        """A copy of the vocabulary, id -> bytes, special tokens included.
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"]).vocab[256]
+        b'<|endoftext|>'
+        """
         return dict(self._vocab)
 
     @property
     def merges(self) -> list[tuple[bytes, bytes]]:
-        """A copy of the merges, in order of creation."""
+        """A copy of the merges, in order of creation.
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"hi"}, [(b"h", b"i")]).merges
+        [(b'h', b'i')]
+        """
         return list(self._merges)
 
     @property
     def special_tokens(self) -> list[str]:
-        """The special tokens, deduplicated, in the order given."""
+        """The special tokens, deduplicated, in the order given.
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<b>", "<a>", "<b>"]).special_tokens
+        ['<b>', '<a>']
+        """
         return list(self._specials)
 
     @property
     def vocab_size(self) -> int:
-        """One more than the largest id (the number of tokens when ids have no gaps)."""
+        """One more than the largest id (the number of tokens when ids have no gaps).
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)} | {300: b"hi"}, [(b"h", b"i")]).vocab_size
+        301
+        """
         return self._encoder.vocab_size
 
     def encode(self, text: str) -> list[int]:
@@ -219,8 +267,8 @@ class Tokenizer:
         >>> list(tok.encode_iterable(["h", "i ", "there"]))
         [104, 105, 32, 116, 104, 101, 114, 101]
         """
-        # Chained in C: a generator yielding each id took longer than encoding them (6.7M yields of
-        # 20 MB of prose); this one yields one list per batch.
+        # Chained in C: a generator yielding each id took longer than encoding them; this one yields one
+        # list per batch.
         return itertools.chain.from_iterable(self._encode_batches(iterable))
 
     def _encode_batches(self, iterable: Iterable[str]) -> Iterator[list[int]]:
@@ -320,7 +368,13 @@ class Tokenizer:
                 raise ValueError(f"dtype must be uint16 or uint32, not {dtype}")
             bits = dtype.itemsize * 8
         num_threads = check_num_threads(num_threads)
-        args = (_path(input_path, "input_path"), _path(output_path, "output_path"), bits, num_threads, None)
+        args = (
+            path_str(input_path, "input_path"),
+            path_str(output_path, "output_path"),
+            bits,
+            num_threads,
+            None,
+        )
         if progress is True:
             with ProgressBar() as bar:
                 return self._encoder.encode_file(*args, bar)

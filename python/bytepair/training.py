@@ -9,32 +9,19 @@ from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
 from . import _core
+from ._common import PathLike, check_num_threads, check_special_tokens, path_str
 from ._progress import ProgressBar
-from ._threads import check_num_threads
-from .formats import PathLike, _path
 
 ProgressCallback = Callable[[str, int, int], None]
 
 __all__ = ["train_bpe"]
 
 
-def _check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
-    if special_tokens is None:
-        return []
-    if isinstance(special_tokens, (str, bytes)):
-        raise TypeError("special_tokens must be a list of str, not a single " + type(special_tokens).__name__)
-    tokens = list(special_tokens)
-    for t in tokens:
-        if not isinstance(t, str):
-            raise TypeError(f"special tokens must be str, not {type(t).__name__}: {t!r}")
-    return list(dict.fromkeys(tokens))
-
-
 def _input_paths(input_path: PathLike | Iterable[PathLike]) -> list[str]:
     if isinstance(input_path, (str, bytes, os.PathLike)):
-        return [_path(input_path, "input_path")]
+        return [path_str(input_path, "input_path")]
     try:
-        paths = [_path(p, "input_path") for p in input_path]
+        paths = [path_str(p, "input_path") for p in input_path]
     except TypeError:
         if not isinstance(input_path, Iterable):
             raise TypeError(
@@ -117,7 +104,7 @@ def train_bpe(
     """
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
         raise TypeError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
-    specials = _check_special_tokens(special_tokens)
+    specials = check_special_tokens(special_tokens)
     added = [t for t in specials if len(t.encode("utf-8")) > 1]  # one byte: that byte's token already
     if vocab_size < 256 + len(added):
         raise ValueError(
@@ -134,7 +121,8 @@ def train_bpe(
     vocab_size = min(vocab_size, sys.maxsize)
     with ProgressBar() if progress is True else contextlib.nullcontext() as bar:
         callback = bar if progress is True else progress if callable(progress) else None
-        # Counting the tokens costs one more pass (a 10 MB pre-token: 124 -> 323 MB peak): only when asked.
+        # Counting the tokens costs one more pass over the counts, and memory on long pre-tokens: only when
+        # asked.
         vocab, merges, (pretokens, size, tokens) = _core.train_bpe(
             paths, vocab_size, specials, num_threads, _chunk_size, callback, stats is not None
         )
