@@ -297,6 +297,43 @@ impl<V: Copy + Default> BytesMap<V> {
             f(k, v);
         }
     }
+
+    /// Calls `f(key, value)` for every key, in byte order: for a file of the map that does not depend
+    /// on its hashes. Sorts the slots' indices, 4 bytes a key besides the map (16 for a key longer
+    /// than [`INLINE`]), which is all this allocates.
+    pub fn for_each_sorted(&self, mut f: impl FnMut(&[u8], V)) -> Result<(), AllocError> {
+        let mut inline: Vec<u32> = Vec::new();
+        crate::error::try_reserve(&mut inline, self.inline_len)?;
+        // A map of more than 2^32 slots (160 GB) is not made; `try_from` keeps this exact if it were.
+        let slots =
+            u32::try_from(self.slots.len()).map_err(|_| AllocError::of::<u64>(usize::MAX))?;
+        inline.extend((0..slots).filter(|&i| self.tags[i as usize] != 0));
+        // Zero-padded, as the words are, the bytes as a big-endian number order keys as their bytes do,
+        // but for a key and the same key with zeros appended, which the length orders.
+        inline.sort_unstable_by_key(|&i| {
+            let s = &self.slots[i as usize];
+            (
+                (s.lo.swap_bytes() as u128) << 64 | s.hi.swap_bytes() as u128,
+                s.len,
+            )
+        });
+        let mut long: Vec<(&[u8], V)> = Vec::new();
+        crate::error::try_reserve(&mut long, self.long.len())?;
+        long.extend(self.long.iter().map(|(k, &v)| (&**k, v)));
+        long.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut long = long.into_iter().peekable();
+        for i in inline {
+            let s = &self.slots[i as usize];
+            let bytes = InlineKey::from_words(s.lo, s.hi, s.len as usize).bytes();
+            let key = &bytes[..s.len as usize];
+            while let Some((k, v)) = long.next_if(|&(k, _)| k < key) {
+                f(k, v);
+            }
+            f(key, s.value);
+        }
+        long.for_each(|(k, v)| f(k, v));
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -338,6 +375,37 @@ mod tests {
         assert_eq!(seen, reference);
         map.clear();
         assert!(map.len() == 0 && map.get(&keys[5]).is_none());
+    }
+
+    #[test]
+    fn sorted_iteration_is_in_byte_order() {
+        let mut keys: Vec<Vec<u8>> = (0..3000u32)
+            .map(|i| {
+                let len = (i as usize * 7) % 40;
+                (0..len)
+                    .map(|k| ((i as usize * 31 + k * 17) % 5) as u8)
+                    .collect()
+            })
+            .collect();
+        keys.extend([
+            vec![],
+            vec![0],
+            vec![0, 0],
+            vec![1, 0, 0],
+            vec![1],
+            vec![0xff; 17],
+        ]);
+        let mut map: BytesMap<u32> = BytesMap::default();
+        for (i, k) in keys.iter().enumerate() {
+            *map.entry(k).unwrap() = i as u32;
+        }
+        let mut seen = Vec::new();
+        map.for_each_sorted(|k, v| seen.push((k.to_vec(), v)))
+            .unwrap();
+        let mut expected: Vec<(Vec<u8>, u32)> = Vec::new();
+        map.for_each(|k, v| expected.push((k.to_vec(), v)));
+        expected.sort();
+        assert_eq!(seen, expected);
     }
 
     #[test]

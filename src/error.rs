@@ -70,6 +70,55 @@ pub enum Error {
         /// The length of the text it was for, when that says why it was large.
         text: Option<usize>,
     },
+    /// A file whose name does not say what it holds (see [`crate::SourceKind::of`]).
+    UnknownSourceType(PathBuf),
+    /// A record of a source that cannot be counted (bad JSON, no text field, a text that is not a
+    /// string or not UTF-8).
+    BadRecord {
+        /// Where the record is.
+        at: RecordAt,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A compressed stream that is corrupt or ends before its end.
+    CorruptStream {
+        /// The compressed file.
+        path: PathBuf,
+        /// Its compression ("gzip", "zstd", "xz").
+        format: &'static str,
+        /// What the decoder said.
+        why: String,
+    },
+    /// Data that is not a counts file of this version: foreign, from a newer bytepair, or damaged.
+    BadCountsFile {
+        /// The file (or "pickled counts").
+        name: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Counts that cannot be merged or trained on as asked; the text says why.
+    InvalidCounts(String),
+}
+
+/// Where a record is, for its errors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordAt {
+    /// A line of a file, from 1.
+    Line(PathBuf, u64),
+    /// A row of a table (a Parquet file), from 0 as its readers number them.
+    Row(PathBuf, u64),
+    /// An item of a sequence of texts, from 0.
+    Item(u64),
+}
+
+impl fmt::Display for RecordAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecordAt::Line(path, line) => write!(f, "{}:{line}", path.display()),
+            RecordAt::Row(path, row) => write!(f, "{}: row {row}", path.display()),
+            RecordAt::Item(i) => write!(f, "item {i}"),
+        }
+    }
 }
 
 /// An allocation of `bytes` failed (the memory it asked for, not what the allocator rounds it to).
@@ -240,6 +289,20 @@ impl fmt::Display for Error {
                     None => Ok(()),
                 }
             }
+            Error::UnknownSourceType(path) => write!(
+                f,
+                "{}: unknown file type; a source file is .txt, .jsonl or .json (JSON lines), each \
+                 possibly compressed (.gz, .zst, .xz), or .parquet",
+                path.display()
+            ),
+            Error::BadRecord { at, why } => write!(f, "{at}: {why}"),
+            Error::CorruptStream { path, format, why } => write!(
+                f,
+                "{}: corrupt or truncated {format} stream: {why}",
+                path.display()
+            ),
+            Error::BadCountsFile { name, why } => write!(f, "{name}: {why}"),
+            Error::InvalidCounts(why) => write!(f, "{why}"),
         }
     }
 }

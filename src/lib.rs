@@ -41,6 +41,7 @@ mod input;
 mod output;
 mod pretokenize;
 mod progress;
+mod sources;
 mod special;
 mod threads;
 mod train;
@@ -51,14 +52,18 @@ mod python;
 pub use chunks::DEFAULT_CHUNK_SIZE;
 pub use encode::file::{encode_file, Dtype, EncodeFileOptions};
 pub use encode::Encoder;
-pub use error::{AllocError, Error, Result};
+pub use error::{AllocError, Error, RecordAt, Result};
 pub use pretokenize::{class_of, is_safe_cut, pretokenize, Class, PreTokens, UNICODE_VERSION};
 pub use progress::{Phase, Progress, Silent};
+pub use sources::{
+    count_sources, count_texts, Compression, CorpusCounts, Errors, Format, SourceKind,
+    SourceOptions, MAX_KEPT_ERRORS,
+};
 pub use special::SpecialTokens;
 pub use threads::{max_threads, thread_count};
 pub use train::{
-    count_file, count_files, count_text, train_counts, train_files, PreTokenCounts, TrainOptions,
-    Trained,
+    count_file, count_files, count_text, encoded_length, train_counts, train_files, PreTokenCounts,
+    TrainOptions, Trained,
 };
 
 /// An encoder is shared by the threads of one call and by a Python object used from many threads.

@@ -10,7 +10,7 @@ use super::interrupt::{run_interruptible, PyProgress};
 use super::objects::{bytes, int, list, string, tuple};
 use super::strings::utf8;
 use crate::error::try_push;
-use crate::{max_threads, train_files, TrainOptions};
+use crate::{max_threads, train_files, TrainOptions, Trained};
 
 /// The GPT-2 pre-tokens of `text`, as a list of str.
 #[pyfunction]
@@ -56,6 +56,15 @@ pub(super) fn train_bpe<'py>(
     let trained = run_interruptible(py, &progress, || {
         train_files(&input_paths, &options, &progress).map_err(|e| progress.error(e))
     })?;
+    trained_to_py(py, &trained)
+}
+
+/// What training returns to Python: (vocab as a list of bytes indexed by id, merges as a list of pairs
+/// of bytes, (distinct pre-tokens, bytes, tokens the text encodes to or None)).
+pub(super) fn trained_to_py<'py>(
+    py: Python<'py>,
+    trained: &Trained,
+) -> PyResult<Bound<'py, PyTuple>> {
     let vocab = list(py, trained.vocab.len(), |i| {
         Ok(bytes(py, &trained.vocab[i])?.into_any())
     })?;

@@ -13,6 +13,8 @@
 //! without linking a Python library.
 
 #[cfg(feature = "python")]
+mod counts;
+#[cfg(feature = "python")]
 mod encoder;
 #[cfg(feature = "python")]
 mod errors;
@@ -31,6 +33,8 @@ fn _core(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     use pyo3::prelude::*;
     m.add_function(wrap_pyfunction!(functions::py_max_threads, m)?)?;
     m.add_class::<encoder::PyEncoder>()?;
+    m.add_class::<counts::PyPreTokenCounts>()?;
+    m.add_function(wrap_pyfunction!(counts::source_kind, m)?)?;
     m.add_function(wrap_pyfunction!(functions::pretokenize, m)?)?;
     m.add_function(wrap_pyfunction!(functions::train_bpe, m)?)?;
     m.add("UNICODE_VERSION", crate::UNICODE_VERSION)?;

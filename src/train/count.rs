@@ -122,6 +122,12 @@ impl PreTokenCounts {
         self.special_occurrences
     }
 
+    /// Adds `bytes` of text and `special_occurrences` to the totals (of counts merged or read back).
+    pub(crate) fn add_totals(&mut self, bytes: u64, special_occurrences: u64) {
+        self.bytes += bytes;
+        self.special_occurrences += special_occurrences;
+    }
+
     /// Calls `f(piece, count)` for each distinct pre-token, in no particular order.
     pub fn for_each(&self, mut f: impl FnMut(&[u8], u64)) {
         for (slot, &count) in self.short.iter().enumerate() {
@@ -133,6 +139,42 @@ impl PreTokenCounts {
             }
         }
         self.long.for_each(f);
+    }
+
+    /// Calls `f(piece, count)` for each distinct pre-token, in byte order; fails when memory for the
+    /// order runs out (see [`BytesMap::for_each_sorted`]).
+    pub fn for_each_sorted(&self, mut f: impl FnMut(&[u8], u64)) -> Result<()> {
+        // The pieces of one and two bytes in order: [b0] comes before [b0, 0], which comes before
+        // every longer piece that starts with it.
+        let mut short = (0..256usize).flat_map(|b0| {
+            let one = (b0 as u8, None);
+            std::iter::once(one).chain((0..256).map(move |b1| (b0 as u8, Some(b1 as u8))))
+        });
+        let mut pending = short.next();
+        let mut emit_shorts_before = |limit: Option<&[u8]>, f: &mut dyn FnMut(&[u8], u64)| {
+            while let Some((b0, b1)) = pending {
+                let piece: &[u8] = match b1 {
+                    None => &[b0],
+                    Some(b1) => &[b0, b1],
+                };
+                if limit.is_some_and(|limit| piece >= limit) {
+                    return;
+                }
+                let count = self.get(piece);
+                if count > 0 {
+                    f(piece, count);
+                }
+                pending = short.next();
+            }
+        };
+        self.long
+            .for_each_sorted(|piece, count| {
+                emit_shorts_before(Some(piece), &mut f);
+                f(piece, count);
+            })
+            .map_err(|e| e.named("the order of the pre-tokens"))?;
+        emit_shorts_before(None, &mut f);
+        Ok(())
     }
 
     /// Adds all of `other` to `self`.

@@ -207,7 +207,7 @@ fn added_specials(specials: &SpecialTokens) -> impl Iterator<Item = &String> {
 /// once, times its count, plus one token per special-token occurrence. Exact, since encoding encodes
 /// each pre-token on its own; None when the vocabulary cannot make an encoder. Fails only when memory
 /// runs out.
-fn encoded_length(
+pub fn encoded_length(
     counts: &PreTokenCounts,
     trained: &Trained,
     specials: &SpecialTokens,

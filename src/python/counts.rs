@@ -1,0 +1,440 @@
+//! `bytepair._core.PreTokenCounts`: the engine's [`CorpusCounts`] for Python, with the entry points
+//! that count into it (files, batches of `str`, Arrow string arrays) and the one that trains on it.
+//! `bytepair.PreTokenCounts` subclasses it with the documented API (`python/bytepair/counting.py`).
+//!
+//! Counting releases the GIL. A counts object is borrowed for the whole call, so another thread using
+//! the same object meanwhile gets a `RuntimeError` from PyO3 rather than a race; the Python layer gives
+//! each of its threads counts of their own and merges them.
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+
+use super::errors::{run_detached, to_py_err};
+use super::functions::trained_to_py;
+use super::interrupt::{run_interruptible, PyProgress};
+use super::objects::{bytes, int, list, string, tuple};
+use super::strings::utf8;
+use crate::error::try_reserve;
+use crate::{
+    count_sources, count_texts, encoded_length, thread_count, train_counts, CorpusCounts, Error,
+    Errors, RecordAt, SourceKind, SourceOptions, SpecialTokens, DEFAULT_CHUNK_SIZE,
+};
+
+/// Pre-token counts with their totals, mergeable and saved compactly.
+#[pyclass(name = "PreTokenCounts", module = "bytepair._core", subclass)]
+pub(super) struct PyPreTokenCounts {
+    inner: CorpusCounts,
+    /// The special tokens last counted with, as given, and their matcher, kept for the next batch.
+    specials: Option<(Vec<String>, SpecialTokens)>,
+}
+
+impl PyPreTokenCounts {
+    /// The matcher of `tokens`, built once for a run of batches with the same tokens.
+    fn specials(&mut self, tokens: Vec<String>) -> PyResult<SpecialTokens> {
+        match &self.specials {
+            Some((given, specials)) if *given == tokens => Ok(specials.clone()),
+            _ => {
+                let specials = SpecialTokens::new(&tokens).map_err(to_py_err)?;
+                self.specials = Some((tokens, specials.clone()));
+                Ok(specials)
+            }
+        }
+    }
+
+    /// Adds `counted` (made with `self.specials`) to these counts.
+    fn absorb(&mut self, counted: crate::Result<CorpusCounts>) -> PyResult<()> {
+        let counted = counted.map_err(to_py_err)?;
+        self.inner.update(&counted).map_err(to_py_err)
+    }
+}
+
+/// "strict" or "skip", as the engine takes it.
+fn errors_mode(skip: bool) -> Errors {
+    if skip {
+        Errors::Skip
+    } else {
+        Errors::Strict
+    }
+}
+
+#[pymethods]
+impl PyPreTokenCounts {
+    #[new]
+    fn new() -> PyResult<Self> {
+        Ok(PyPreTokenCounts {
+            inner: CorpusCounts::new().map_err(to_py_err)?,
+            specials: None,
+        })
+    }
+
+    /// Adds the counts of `other` (which may be these counts themselves).
+    fn update(slf: &Bound<'_, Self>, other: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let copy = match slf.is(other) {
+            true => Some(slf.borrow().inner.clone()),
+            false => None,
+        };
+        let other = match copy {
+            Some(_) => None,
+            None => Some(other.borrow()),
+        };
+        let theirs = copy.as_ref().or(other.as_ref().map(|o| &o.inner));
+        let theirs = theirs.expect("one of the two is set");
+        let mut this = slf.borrow_mut();
+        let mine = &mut this.inner;
+        run_detached(py, || mine.update(theirs).map_err(to_py_err))
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.pretokens().len()
+    }
+
+    /// The count of the pre-token `piece` (0 when it never occurred).
+    fn __getitem__(&self, piece: &[u8]) -> u64 {
+        self.inner.pretokens().get(piece)
+    }
+
+    /// Same pre-tokens and counts, totals and special tokens (in any order).
+    fn __eq__(&self, other: PyRef<'_, Self>) -> bool {
+        self.inner == other.inner
+    }
+
+    fn total(&self) -> u64 {
+        self.inner.total()
+    }
+
+    #[getter]
+    fn bytes(&self) -> u64 {
+        self.inner.pretokens().bytes()
+    }
+
+    #[getter]
+    fn documents(&self) -> u64 {
+        self.inner.documents()
+    }
+
+    #[getter]
+    fn skipped(&self) -> u64 {
+        self.inner.skipped()
+    }
+
+    #[getter]
+    fn special_occurrences(&self) -> u64 {
+        self.inner.pretokens().special_occurrences()
+    }
+
+    /// The special tokens the text was split at, or None before anything was counted.
+    #[getter]
+    fn special_tokens<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self.inner.special_tokens() {
+            Some(tokens) => Ok(list(py, tokens.len(), |i| string(py, &tokens[i]))?.into_any()),
+            None => Ok(py.None().into_bound(py)),
+        }
+    }
+
+    #[getter]
+    fn skipped_errors<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let errors = self.inner.skipped_errors();
+        list(py, errors.len(), |i| string(py, &errors[i]))
+    }
+
+    /// The `n` most common pre-tokens (all when None) as (bytes, count), most common first, ties in
+    /// byte order.
+    #[pyo3(signature = (n=None))]
+    fn most_common<'py>(&self, py: Python<'py>, n: Option<usize>) -> PyResult<Bound<'py, PyList>> {
+        let n = n.unwrap_or(usize::MAX);
+        let common = run_detached(py, || self.inner.most_common(n).map_err(to_py_err))?;
+        list(py, common.len(), |i| {
+            let (piece, count) = &common[i];
+            Ok(tuple(py, [bytes(py, piece)?.into_any(), int(py, *count)?])?.into_any())
+        })
+    }
+
+    /// The counts file of these counts.
+    fn _to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let data = run_detached(py, || self.inner.to_bytes().map_err(to_py_err))?;
+        bytes(py, &data)
+    }
+
+    /// Replaces these counts with those of the counts file `data`, whose errors start with `name`.
+    fn _load_bytes(&mut self, py: Python<'_>, data: &[u8], name: &str) -> PyResult<()> {
+        self.inner = run_detached(py, || {
+            CorpusCounts::from_bytes(data, name).map_err(to_py_err)
+        })?;
+        Ok(())
+    }
+
+    /// Counts the files at `paths` (their kinds from their names) into these counts.
+    #[pyo3(signature = (paths, special_tokens, text_field, skip, num_threads=None, chunk_size=None, progress=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn _count_files(
+        &mut self,
+        py: Python<'_>,
+        paths: Vec<PathBuf>,
+        special_tokens: Vec<String>,
+        text_field: &str,
+        skip: bool,
+        num_threads: Option<usize>,
+        chunk_size: Option<usize>,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
+        let mut files = Vec::new();
+        try_reserve(&mut files, paths.len()).map_err(super::errors::alloc_err("the files"))?;
+        for path in paths {
+            let kind = SourceKind::of(&path).map_err(to_py_err)?;
+            files.push((path, kind));
+        }
+        let specials = self.specials(special_tokens)?;
+        let progress = PyProgress::new(progress);
+        let options = SourceOptions {
+            specials: &specials,
+            text_field,
+            errors: errors_mode(skip),
+            chunk_size: chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE),
+            threads: thread_count(num_threads),
+        };
+        let counted = run_interruptible(py, &progress, || {
+            count_sources(&files, &options, &progress).map_err(|e| progress.error(e))
+        })?;
+        self.absorb(Ok(counted))
+    }
+
+    /// Counts the list `texts` of str, each a document, into these counts; `first` is the index of
+    /// the first in the caller's sequence, for messages.
+    #[pyo3(signature = (texts, first, special_tokens, skip, num_threads=None))]
+    fn _count_texts(
+        &mut self,
+        py: Python<'_>,
+        texts: &Bound<'_, PyList>,
+        first: u64,
+        special_tokens: Vec<String>,
+        skip: bool,
+        num_threads: Option<usize>,
+    ) -> PyResult<()> {
+        // The str objects stay referenced by the list while their UTF-8 is read.
+        let mut items: Vec<Bound<'_, PyAny>> = Vec::new();
+        try_reserve(&mut items, texts.len()).map_err(super::errors::alloc_err("the texts"))?;
+        items.extend(texts.iter());
+        let mut utf8s: Vec<std::result::Result<Cow<'_, str>, String>> = Vec::new();
+        try_reserve(&mut utf8s, items.len()).map_err(super::errors::alloc_err("the texts"))?;
+        for (i, item) in items.iter().enumerate() {
+            let Ok(text) = item.cast::<PyString>() else {
+                let kind = item.get_type().name()?;
+                return Err(PyTypeError::new_err(format!(
+                    "item {} is {kind}, not str: an iterable of documents must give str",
+                    first + i as u64
+                )));
+            };
+            utf8s.push(utf8(text).map_err(|e| e.value(py).to_string()));
+        }
+        let specials = self.specials(special_tokens)?;
+        let options = SourceOptions {
+            specials: &specials,
+            text_field: "",
+            errors: errors_mode(skip),
+            chunk_size: DEFAULT_CHUNK_SIZE,
+            threads: thread_count(num_threads),
+        };
+        let counted = run_detached(py, || {
+            let text = |i: usize| match &utf8s[i] {
+                Ok(text) => Ok(&**text),
+                Err(why) => Err(Error::BadRecord {
+                    at: RecordAt::Item(first + i as u64),
+                    why: why.clone(),
+                }),
+            };
+            Ok(count_texts(utf8s.len(), text, &options))
+        })?;
+        self.absorb(counted)
+    }
+
+    /// Counts an Arrow array of strings (`large`: 64-bit offsets) into these counts, each row a
+    /// document: its buffers (validity may be None), the array's offset and length, and for messages
+    /// the file it came from and the row of its first value.
+    #[pyo3(signature = (validity, offsets, data, offset, length, large, path, first_row, special_tokens, skip))]
+    #[allow(clippy::too_many_arguments)]
+    fn _count_arrow(
+        &mut self,
+        py: Python<'_>,
+        validity: Option<&Bound<'_, PyAny>>,
+        offsets: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        offset: usize,
+        length: usize,
+        large: bool,
+        path: PathBuf,
+        first_row: u64,
+        special_tokens: Vec<String>,
+        skip: bool,
+    ) -> PyResult<()> {
+        let validity = validity.map(Buffer::get).transpose()?;
+        let (offsets, data) = (Buffer::get(offsets)?, Buffer::get(data)?);
+        let strings = ArrowStrings {
+            validity: validity.as_ref().map(Buffer::bytes),
+            offsets: offsets.bytes(),
+            data: data.bytes(),
+            offset,
+            length,
+            width: if large { 8 } else { 4 },
+        };
+        strings.check().map_err(|why| {
+            PyValueError::new_err(format!("{}: a corrupt Arrow array: {why}", path.display()))
+        })?;
+        let specials = self.specials(special_tokens)?;
+        let options = SourceOptions {
+            specials: &specials,
+            text_field: "",
+            errors: errors_mode(skip),
+            chunk_size: DEFAULT_CHUNK_SIZE,
+            threads: 1,
+        };
+        let counted = run_detached(py, || {
+            let text = |i: usize| {
+                strings.get(i).map_err(|why| Error::BadRecord {
+                    at: RecordAt::Row(path.clone(), first_row + i as u64),
+                    why,
+                })
+            };
+            Ok(count_texts(length, text, &options))
+        })?;
+        self.absorb(counted)
+    }
+
+    /// Trains a vocabulary of `vocab_size` on these counts, split at `special_tokens` (which must be
+    /// those counted with); returns what `train_bpe` returns.
+    #[pyo3(signature = (vocab_size, special_tokens, progress=None, count_tokens=false))]
+    fn _train<'py>(
+        &self,
+        py: Python<'py>,
+        vocab_size: usize,
+        special_tokens: Vec<String>,
+        progress: Option<Py<PyAny>>,
+        count_tokens: bool,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let specials = SpecialTokens::new(&special_tokens).map_err(to_py_err)?;
+        self.inner
+            .check_training_tokens(&specials)
+            .map_err(to_py_err)?;
+        let progress = PyProgress::new(progress);
+        let trained = run_interruptible(py, &progress, || {
+            let counts = self.inner.pretokens();
+            let mut trained = train_counts(counts, vocab_size, &specials, &progress)
+                .map_err(|e| progress.error(e))?;
+            if count_tokens {
+                trained.tokens = encoded_length(counts, &trained, &specials).map_err(to_py_err)?;
+            }
+            Ok(trained)
+        })?;
+        trained_to_py(py, &trained)
+    }
+}
+
+/// The kind of the source file `path` from its name: (format, compression or None), or ValueError.
+#[pyfunction]
+pub(super) fn source_kind<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyTuple>> {
+    let kind = SourceKind::of(&path).map_err(to_py_err)?;
+    let format = match kind.format {
+        crate::Format::Txt => "txt",
+        crate::Format::JsonLines => "jsonl",
+        crate::Format::Parquet => "parquet",
+    };
+    let compression = match kind.compression.name() {
+        Some(name) => string(py, name)?,
+        None => py.None().into_bound(py),
+    };
+    tuple(py, [string(py, format)?, compression])
+}
+
+/// The bytes of an object that exports a buffer (an Arrow buffer), held for as long as they are read.
+struct Buffer(pyo3::buffer::PyUntypedBuffer);
+
+impl Buffer {
+    fn get(obj: &Bound<'_, PyAny>) -> PyResult<Buffer> {
+        let buffer = pyo3::buffer::PyUntypedBuffer::get(obj)?;
+        if !buffer.is_c_contiguous() {
+            return Err(PyValueError::new_err("an Arrow buffer is not contiguous"));
+        }
+        Ok(Buffer(buffer))
+    }
+
+    fn bytes(&self) -> &[u8] {
+        let (ptr, len) = (self.0.buf_ptr().cast::<u8>(), self.0.len_bytes());
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: the exporter keeps the `len` contiguous bytes at `ptr` alive and unchanged while the
+        // buffer is held (an Arrow buffer is immutable), and the slice does not outlive `self`.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+}
+
+/// An Arrow array of strings, read from its buffers: every access bounds-checked, since the buffers
+/// come from Python.
+struct ArrowStrings<'a> {
+    validity: Option<&'a [u8]>,
+    offsets: &'a [u8],
+    data: &'a [u8],
+    offset: usize,
+    length: usize,
+    /// The width of an offset: 4 (`string`) or 8 (`large_string`).
+    width: usize,
+}
+
+impl ArrowStrings<'_> {
+    /// The `i`-th offset of the buffer (from the array's start).
+    fn offset_at(&self, i: usize) -> Option<usize> {
+        let at = (self.offset + i).checked_mul(self.width)?;
+        let bytes = self.offsets.get(at..at + self.width)?;
+        let value = match self.width {
+            4 => i32::from_ne_bytes(bytes.try_into().ok()?) as i64,
+            _ => i64::from_ne_bytes(bytes.try_into().ok()?),
+        };
+        usize::try_from(value).ok()
+    }
+
+    /// Whether every value's bytes are within the data buffer and the validity covers the array.
+    fn check(&self) -> Result<(), &'static str> {
+        if self.offset_at(self.length).is_none() {
+            return Err("the offsets buffer is too short");
+        }
+        if let Some(validity) = self.validity {
+            if validity.len() * 8 < self.offset + self.length {
+                return Err("the validity buffer is too short");
+            }
+        }
+        let mut previous = self.offset_at(0).unwrap_or(0);
+        for i in 1..=self.length {
+            let next = self.offset_at(i).unwrap_or(0);
+            if next < previous || next > self.data.len() {
+                return Err("offsets out of order or past the data");
+            }
+            previous = next;
+        }
+        Ok(())
+    }
+
+    /// The `i`-th string, or why it cannot be counted.
+    fn get(&self, i: usize) -> Result<&str, String> {
+        let bit = self.offset + i;
+        if let Some(validity) = self.validity {
+            if validity[bit / 8] & (1 << (bit % 8)) == 0 {
+                return Err("the text is null".to_string());
+            }
+        }
+        let (start, end) = (self.offset_at(i), self.offset_at(i + 1));
+        let bytes = start
+            .zip(end)
+            .and_then(|(start, end)| self.data.get(start..end))
+            .unwrap_or_default();
+        std::str::from_utf8(bytes).map_err(|e| {
+            format!(
+                "invalid UTF-8 at byte {} of the text; the input must be UTF-8 text",
+                e.valid_up_to()
+            )
+        })
+    }
+}

@@ -1,0 +1,24 @@
+//! Sources: corpora as they ship, and their pre-token counts.
+//!
+//! A source file's name says what it holds ([`kind`]: [`SourceKind::of`]): its format (`.txt`, JSON lines as
+//! `.jsonl` or `.json`, `.parquet`), then optionally its compression (`.gz`, `.zst`, `.xz`). Every record,
+//! and every file, is its own document: no pre-token spans two, exactly as if the documents were joined
+//! by a special token.
+//!
+//! - [`decompress`]: a file through its decompressor, a corrupt or truncated stream an error naming it.
+//! - [`jsonl`]: the text field of each line of a JSON lines file.
+//! - [`count`]: [`CorpusCounts`], and counting files ([`count_sources`]) and in-memory texts
+//!   ([`count_texts`]) into them on all cores, strictly or skipping bad records ([`Errors`]).
+//! - [`counts_file`]: the file [`CorpusCounts`] are saved in.
+//!
+//! Parquet is read by the Python layer (pyarrow), which hands the engine each batch of rows
+//! ([`count_texts`]); the engine only names the format.
+
+mod count;
+mod counts_file;
+mod decompress;
+mod jsonl;
+mod kind;
+
+pub use count::{count_sources, count_texts, CorpusCounts, Errors, SourceOptions, MAX_KEPT_ERRORS};
+pub use kind::{Compression, Format, SourceKind};
