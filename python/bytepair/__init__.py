@@ -11,6 +11,9 @@
 Public API:
 
 - :func:`train_bpe`: train a vocabulary and merges from a text file.
+- :func:`count_pretokens`, :class:`PreTokenCounts`, :func:`train_from_counts`: count corpora as they ship
+  (directories of text, JSON lines and Parquet files, compressed or not; iterables of str) into counts that
+  add up, save, and train exactly as ``train_bpe`` does.
 - :class:`Tokenizer`: encode and decode; whole files to NumPy arrays.
 - :func:`save_bpe`, :func:`load_bpe`: GPT-2 ``vocab.json`` and ``merges.txt``.
 - :func:`pretokenize`: the GPT-2 pre-tokenizer; :data:`GPT2_PATTERN`, the regular expression it applies
@@ -21,19 +24,23 @@ Public API:
 from __future__ import annotations
 
 from . import _core
+from .counting import PreTokenCounts, count_pretokens
 from .formats import bytes_to_unicode, load_bpe, save_bpe
 from .reference import GPT2_PATTERN
 from .tokenizer import Tokenizer
-from .training import train_bpe
+from .training import train_bpe, train_from_counts
 
 __all__ = [
     "GPT2_PATTERN",
+    "PreTokenCounts",
     "Tokenizer",
     "bytes_to_unicode",
+    "count_pretokens",
     "load_bpe",
     "pretokenize",
     "save_bpe",
     "train_bpe",
+    "train_from_counts",
 ]
 __version__ = "0.1.0"
 

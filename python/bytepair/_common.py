@@ -143,8 +143,9 @@ def _create_temp(folder: str, mode: int | None) -> tuple[int, str]:
         return fd, tmp
 
 
-def write_atomically(path: PathLike, text: str) -> None:
-    """Writes ``text`` (UTF-8) to the file ``path``, losing nothing whatever happens.
+def write_atomically(path: PathLike, text: str | bytes) -> None:
+    """Writes ``text`` (str as UTF-8, or bytes as they are) to the file ``path``, losing nothing whatever
+    happens.
 
     A regular file, or a new one, is written through a temporary file beside it and a rename, so that it
     is either the old file or the whole new one, never a partial write; a replaced file keeps its mode,
@@ -169,9 +170,10 @@ def write_atomically(path: PathLike, text: str) -> None:
         existing = os.stat(name)
     except FileNotFoundError:
         existing = None
+    data = text.encode("utf-8") if isinstance(text, str) else text
     if existing is not None and not stat.S_ISREG(existing.st_mode):
-        with open(name, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+        with open(name, "wb") as f:
+            f.write(data)
         return
     target = os.path.realpath(name) if existing is not None else name
     mode = stat.S_IMODE(existing.st_mode) if existing is not None else None
@@ -180,8 +182,8 @@ def write_atomically(path: PathLike, text: str) -> None:
     except OSError as e:
         raise _error_about(e, name) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)

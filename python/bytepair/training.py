@@ -11,10 +11,25 @@ from typing import Any
 from . import _core
 from ._common import PathLike, check_num_threads, check_special_tokens, path_str
 from ._progress import ProgressBar
+from .counting import PreTokenCounts
 
 ProgressCallback = Callable[[str, int, int], None]
 
-__all__ = ["train_bpe"]
+__all__ = ["train_bpe", "train_from_counts"]
+
+
+def _check_vocab_size(vocab_size: Any, specials: list[str]) -> int:
+    """``vocab_size`` checked against the special tokens, and capped where training stops anyway."""
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
+        raise TypeError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
+    added = [t for t in specials if len(t.encode("utf-8")) > 1]  # one byte: that byte's token already
+    if vocab_size < 256 + len(added):
+        raise ValueError(
+            f"vocab_size {vocab_size} is too small: the 256 byte tokens and the special tokens need at least "
+            f"{256 + len(added)}"
+        )
+    # Training stops when no pair is left, long before any vocab_size beyond sys.maxsize.
+    return min(vocab_size, sys.maxsize)
 
 
 def _input_paths(input_path: PathLike | Iterable[PathLike]) -> list[str]:
@@ -102,23 +117,14 @@ def train_bpe(
     >>> stats
     {'distinct_pretokens': 3, 'bytes': 64, 'tokens': 24}
     """
-    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
-        raise TypeError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
     specials = check_special_tokens(special_tokens)
-    added = [t for t in specials if len(t.encode("utf-8")) > 1]  # one byte: that byte's token already
-    if vocab_size < 256 + len(added):
-        raise ValueError(
-            f"vocab_size {vocab_size} is too small: the 256 byte tokens and the special tokens need at least "
-            f"{256 + len(added)}"
-        )
+    vocab_size = _check_vocab_size(vocab_size, specials)
     num_threads = check_num_threads(num_threads)
     if _chunk_size is not None and _chunk_size < 1:
         raise ValueError("_chunk_size must be positive")
     if stats is not None and not isinstance(stats, MutableMapping):
         raise TypeError(f"stats must be a dict or None, not {type(stats).__name__}")
     paths = _input_paths(input_path)
-    # Training stops when no pair is left, long before any vocab_size beyond sys.maxsize.
-    vocab_size = min(vocab_size, sys.maxsize)
     with ProgressBar() if progress is True else contextlib.nullcontext() as bar:
         callback = bar if progress is True else progress if callable(progress) else None
         # Counting the tokens costs one more pass over the counts, and memory on long pre-tokens: only when
@@ -128,4 +134,48 @@ def train_bpe(
         )
     if stats is not None:
         stats.update(distinct_pretokens=pretokens, bytes=size, tokens=tokens)
+    return dict(enumerate(vocab)), merges
+
+
+def train_from_counts(
+    counts: PreTokenCounts,
+    vocab_size: int,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    progress: bool | ProgressCallback = False,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Trains on pre-token counts (:func:`bytepair.count_pretokens`), exactly as :func:`train_bpe` trains
+    on the text they count: the counts of shards added up give the vocabulary and merges of the whole.
+
+    Args:
+        counts: a :class:`bytepair.PreTokenCounts`.
+        vocab_size: as for :func:`train_bpe`: the 256 bytes, the merges and the special tokens.
+        special_tokens: the special tokens to add to the vocabulary, in this order: those the counts were
+            made with (in any order), or None for those, in the order they were counted with.
+        progress: True for a progress bar on stderr (when it is a terminal), or a callable
+            ``progress("merge", done, total)``.
+
+    Returns:
+        ``(vocab, merges)``, as :func:`train_bpe` returns them.
+
+    Raises:
+        ValueError: ``special_tokens`` are not those the counts were made with, or ``vocab_size`` is too
+            small for them.
+        TypeError: ``counts`` is not a PreTokenCounts.
+
+    >>> from bytepair import count_pretokens
+    >>> part1 = count_pretokens(iter(["low lower"]), ["<|endoftext|>"])
+    >>> part2 = count_pretokens(iter(["lowest<|endoftext|>low"]), ["<|endoftext|>"])
+    >>> vocab, merges = train_from_counts(part1 + part2, 259)
+    >>> merges, vocab[258]
+    ([(b'o', b'w'), (b'l', b'ow')], b'<|endoftext|>')
+    """
+    if not isinstance(counts, PreTokenCounts):
+        raise TypeError(f"counts must be a PreTokenCounts, not {type(counts).__name__}")
+    counted_with = counts.special_tokens or []
+    specials = counted_with if special_tokens is None else check_special_tokens(special_tokens)
+    vocab_size = _check_vocab_size(vocab_size, specials)
+    with ProgressBar() if progress is True else contextlib.nullcontext() as bar:
+        callback = bar if progress is True else progress if callable(progress) else None
+        vocab, merges, _ = counts._train(vocab_size, specials, callback, False)
     return dict(enumerate(vocab)), merges

@@ -20,8 +20,9 @@ use super::objects::{bytes, int, list, string, tuple};
 use super::strings::utf8;
 use crate::error::try_reserve;
 use crate::{
-    count_sources, count_texts, encoded_length, thread_count, train_counts, CorpusCounts, Error,
-    Errors, RecordAt, SourceKind, SourceOptions, SpecialTokens, DEFAULT_CHUNK_SIZE,
+    count_sources, count_texts, encoded_length, thread_count, train_counts, Compression,
+    CorpusCounts, Error, Errors, Format, RecordAt, SourceKind, SourceOptions, SpecialTokens,
+    DEFAULT_CHUNK_SIZE,
 };
 
 /// Pre-token counts with their totals, mergeable and saved compactly.
@@ -154,6 +155,11 @@ impl PyPreTokenCounts {
         })
     }
 
+    /// Counts one more thing skipped, whose error is `message`.
+    fn _add_skipped(&mut self, message: String) {
+        self.inner.add_skipped(message);
+    }
+
     /// The counts file of these counts.
     fn _to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let data = run_detached(py, || self.inner.to_bytes().map_err(to_py_err))?;
@@ -168,13 +174,13 @@ impl PyPreTokenCounts {
         Ok(())
     }
 
-    /// Counts the files at `paths` (their kinds from their names) into these counts.
-    #[pyo3(signature = (paths, special_tokens, text_field, skip, num_threads=None, chunk_size=None, progress=None))]
+    /// Counts `files`, each (path, format, compression) as `source_kind` gives them, into these counts.
+    #[pyo3(signature = (files, special_tokens, text_field, skip, num_threads=None, chunk_size=None, progress=None))]
     #[allow(clippy::too_many_arguments)]
     fn _count_files(
         &mut self,
         py: Python<'_>,
-        paths: Vec<PathBuf>,
+        files: Vec<(PathBuf, String, Option<String>)>,
         special_tokens: Vec<String>,
         text_field: &str,
         skip: bool,
@@ -182,12 +188,30 @@ impl PyPreTokenCounts {
         chunk_size: Option<usize>,
         progress: Option<Py<PyAny>>,
     ) -> PyResult<()> {
-        let mut files = Vec::new();
-        try_reserve(&mut files, paths.len()).map_err(super::errors::alloc_err("the files"))?;
-        for path in paths {
-            let kind = SourceKind::of(&path).map_err(to_py_err)?;
-            files.push((path, kind));
+        let mut kinds = Vec::new();
+        try_reserve(&mut kinds, files.len()).map_err(super::errors::alloc_err("the files"))?;
+        for (path, format, compression) in files {
+            let format = match format.as_str() {
+                "txt" => Format::Txt,
+                "jsonl" => Format::JsonLines,
+                other => return Err(PyValueError::new_err(format!("no format {other:?}"))),
+            };
+            let compression = match compression.as_deref() {
+                None => Compression::None,
+                Some("gzip") => Compression::Gzip,
+                Some("zstd") => Compression::Zstd,
+                Some("xz") => Compression::Xz,
+                Some(other) => {
+                    return Err(PyValueError::new_err(format!("no compression {other:?}")))
+                }
+            };
+            let kind = SourceKind {
+                format,
+                compression,
+            };
+            kinds.push((path, kind));
         }
+        let files = kinds;
         let specials = self.specials(special_tokens)?;
         let progress = PyProgress::new(progress);
         let options = SourceOptions {
@@ -338,9 +362,9 @@ impl PyPreTokenCounts {
 pub(super) fn source_kind<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyTuple>> {
     let kind = SourceKind::of(&path).map_err(to_py_err)?;
     let format = match kind.format {
-        crate::Format::Txt => "txt",
-        crate::Format::JsonLines => "jsonl",
-        crate::Format::Parquet => "parquet",
+        Format::Txt => "txt",
+        Format::JsonLines => "jsonl",
+        Format::Parquet => "parquet",
     };
     let compression = match kind.compression.name() {
         Some(name) => string(py, name)?,

@@ -204,6 +204,15 @@ impl CorpusCounts {
         Ok(())
     }
 
+    /// Counts one more thing skipped, whose error is `message` (the Python layer's Parquet row
+    /// groups that cannot be read).
+    pub fn add_skipped(&mut self, message: String) {
+        self.skipped = self.skipped.saturating_add(1);
+        if self.skipped_errors.len() < MAX_KEPT_ERRORS {
+            self.skipped_errors.push(message);
+        }
+    }
+
     /// The `n` most frequent pre-tokens with their counts, most frequent first, ties in byte order.
     pub fn most_common(&self, n: usize) -> Result<Vec<(Vec<u8>, u64)>> {
         let oom = |e: AllocError| e.named("the most common pre-tokens");

@@ -233,12 +233,45 @@ impl<'de> DeserializeSeed<'de> for RecordSeed<'_> {
     }
 }
 
-/// Refuses a value that is not what `what` expects, naming what it is.
-macro_rules! refuse {
-    ($($method:ident($($arg:ident: $t:ty)?) => $unexpected:expr;)*) => {
-        $(fn $method<E: serde::de::Error>(self, $($arg: $t)?) -> Result<Self::Value, E> {
-            Err(E::custom(self.refused(Unexpected($unexpected))))
-        })*
+/// The visitor methods that refuse a boolean, a number, null and a list, naming what the value is
+/// (`self.refused(what)` makes the message); each visitor adds the methods of what it takes.
+macro_rules! refuse_others {
+    ($de:lifetime) => {
+        fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+            Err(E::custom(
+                self.refused(Unexpected(serde::de::Unexpected::Bool(v))),
+            ))
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Err(E::custom(
+                self.refused(Unexpected(serde::de::Unexpected::Signed(v))),
+            ))
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Err(E::custom(
+                self.refused(Unexpected(serde::de::Unexpected::Unsigned(v))),
+            ))
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Err(E::custom(
+                self.refused(Unexpected(serde::de::Unexpected::Float(v))),
+            ))
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Err(E::custom(
+                self.refused(Unexpected(serde::de::Unexpected::Unit)),
+            ))
+        }
+
+        fn visit_seq<A: SeqAccess<$de>>(self, _: A) -> Result<Self::Value, A::Error> {
+            Err(A::Error::custom(
+                self.refused(Unexpected(serde::de::Unexpected::Seq)),
+            ))
+        }
     };
 }
 
@@ -265,20 +298,13 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
         Ok(text)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<Self::Value, A::Error> {
-        Err(A::Error::custom(
-            self.refused(Unexpected(serde::de::Unexpected::Seq)),
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Err(E::custom(
+            self.refused(Unexpected(serde::de::Unexpected::Str(v))),
         ))
     }
 
-    refuse! {
-        visit_bool(v: bool) => serde::de::Unexpected::Bool(v);
-        visit_i64(v: i64) => serde::de::Unexpected::Signed(v);
-        visit_u64(v: u64) => serde::de::Unexpected::Unsigned(v);
-        visit_f64(v: f64) => serde::de::Unexpected::Float(v);
-        visit_str(v: &str) => serde::de::Unexpected::Str(v);
-        visit_unit() => serde::de::Unexpected::Unit;
-    }
+    refuse_others!('de);
 }
 
 impl RecordSeed<'_> {
@@ -352,19 +378,7 @@ impl<'de> Visitor<'de> for TextSeed<'_> {
         ))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<Text<'de>, A::Error> {
-        Err(A::Error::custom(
-            self.refused(Unexpected(serde::de::Unexpected::Seq)),
-        ))
-    }
-
-    refuse! {
-        visit_bool(v: bool) => serde::de::Unexpected::Bool(v);
-        visit_i64(v: i64) => serde::de::Unexpected::Signed(v);
-        visit_u64(v: u64) => serde::de::Unexpected::Unsigned(v);
-        visit_f64(v: f64) => serde::de::Unexpected::Float(v);
-        visit_unit() => serde::de::Unexpected::Unit;
-    }
+    refuse_others!('de);
 }
 
 impl TextSeed<'_> {

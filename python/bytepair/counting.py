@@ -1,0 +1,412 @@
+"""Counting pre-tokens: the first phase of training, made a value of its own that merges and saves.
+
+:func:`count_pretokens` counts any sources (:mod:`bytepair.sources`) into :class:`PreTokenCounts`;
+counts of shards add up (``a + b``) to exactly the counts of the whole, and
+:func:`bytepair.train_from_counts` trains on them as :func:`bytepair.train_bpe` trains on the text. So a
+corpus can be counted in parts, on many machines or at many times, and the parts saved
+(:meth:`PreTokenCounts.save`) and merged later.
+
+Text files and JSON lines files (compressed or not) are read by the engine, all at once on
+``num_threads`` threads. Parquet files are read with pyarrow, a row group's batches of rows at a time,
+the row groups on ``num_threads`` threads, each batch's strings handed to the engine in place (Arrow's
+buffers, without copying) with the GIL released. An iterable of ``str`` is taken in batches of about a
+megabyte of text, each counted on ``num_threads`` threads with the GIL released.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from . import _core
+from ._common import PathLike, check_num_threads, check_special_tokens, path_str, write_atomically
+from ._progress import ProgressBar
+from .sources import Source, SourceFile, resolve
+
+__all__ = ["PreTokenCounts", "count_pretokens"]
+
+ProgressCallback = Callable[[str, int, int], None]
+
+# An iterable's documents go to the engine in batches of this many characters (or more, for a longer
+# document): large enough that starting threads and merging their counts cost little, small enough that
+# a batch's copy is no memory to speak of.
+_BATCH_CHARACTERS = 1 << 20
+# Parquet rows are read in batches of this many: a few tens of megabytes of web documents.
+_PARQUET_ROWS = 8192
+
+
+class PreTokenCounts(_core.PreTokenCounts):
+    """How often each distinct pre-token occurs in a corpus, with what was counted.
+
+    Made by :func:`count_pretokens`, or empty (``PreTokenCounts()``). Counts are 64-bit.
+
+    - ``a + b`` and ``a.update(b)`` add counts: associative and commutative, exactly the counts of the
+      texts counted together. ``sum(parts)`` works. Counts made with different special tokens do not
+      add (ValueError): the text was split differently.
+    - ``len(counts)``: distinct pre-tokens; ``counts.total()``: pre-tokens (special tokens are not);
+      ``counts[b" the"]``: one pre-token's count (0 if absent); ``counts.most_common(n)``: the ``n``
+      most common as ``(bytes, count)``, most common first, ties in byte order (all when ``n`` is None).
+    - ``counts.bytes``: bytes of text counted (special tokens included); ``counts.documents``:
+      documents (records of JSON lines and Parquet, items of an iterable, and one for each text file);
+      ``counts.special_occurrences``; ``counts.special_tokens``: the special tokens the text was split
+      at (None before anything was counted).
+    - ``counts.skipped``: bad records skipped under ``errors="skip"``, and ``counts.skipped_errors``:
+      the messages of the first ten, in source order (kept in memory only, not saved).
+    - ``counts.save(path)``, ``PreTokenCounts.load(path)``, and pickling: a compact, versioned,
+      checksummed file (:meth:`save`).
+
+    Equal counts (``==``) have the same pre-tokens and counts, totals and special tokens.
+
+    >>> a = count_pretokens(iter(["the cat", "the hat"]))
+    >>> b = count_pretokens(iter(["a cat"]))
+    >>> len(a), a.total(), a[b" cat"], a.most_common(2)
+    (3, 4, 1, [(b'the', 2), (b' cat', 1)])
+    >>> (a + b).total(), (a + b).documents, (a + b)[b" cat"]
+    (6, 3, 2)
+    >>> (a + b) == (b + a) == sum([b, a])
+    True
+    """
+
+    __hash__ = None  # type: ignore[assignment]  # counts change: no hash
+
+    def __add__(self, other: object) -> PreTokenCounts:
+        if not isinstance(other, _core.PreTokenCounts):
+            return NotImplemented
+        total = type(self)()
+        total.update(self)
+        total.update(other)
+        return total
+
+    def __radd__(self, other: object) -> PreTokenCounts:
+        # sum() starts from 0.
+        if isinstance(other, int) and other == 0:
+            return self + type(self)()
+        return NotImplemented
+
+    def __iadd__(self, other: object) -> PreTokenCounts:
+        if not isinstance(other, _core.PreTokenCounts):
+            return NotImplemented
+        self.update(other)
+        return self
+
+    def __repr__(self) -> str:
+        return (
+            f"PreTokenCounts({len(self):,} distinct, {self.total():,} pre-tokens, {self.bytes:,} bytes, "
+            f"{self.documents:,} documents, special_tokens={self.special_tokens!r}"
+            + (f", {self.skipped:,} skipped" if self.skipped else "")
+            + ")"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_from_bytes, (type(self), self._to_bytes()))
+
+    def save(self, path: PathLike) -> None:
+        """Writes the counts to ``path``, replacing it whole or not at all (through a temporary file and a
+        rename), in a few bytes a distinct pre-token.
+
+        The file: the magic ``BPCOUNTS``, a version, then one zstd frame with its checksum holding the
+        totals, the special tokens, and the pre-tokens in byte order with their counts. The same counts
+        always make the same bytes, whatever order they were counted or merged in.
+
+        >>> import os, tempfile
+        >>> counts = count_pretokens(iter(["low lower lowest"]))
+        >>> path = os.path.join(tempfile.mkdtemp(), "counts.bpc")
+        >>> counts.save(path)
+        >>> PreTokenCounts.load(path) == counts
+        True
+        """
+        write_atomically(path, self._to_bytes())
+
+    @classmethod
+    def load(cls, path: PathLike) -> PreTokenCounts:
+        """The counts saved in the file ``path`` (:meth:`save`).
+
+        Raises ValueError, naming the file, for one that is not a counts file, was written by a newer
+        bytepair, or is truncated or corrupt; OSError when it cannot be read.
+
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "notes.txt")
+        >>> _ = open(path, "w").write("not counts")
+        >>> PreTokenCounts.load(path)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: .../notes.txt: not a bytepair counts file
+        """
+        name = path_str(path)
+        with open(name, "rb") as f:
+            data = f.read()
+        counts = cls()
+        counts._load_bytes(data, name)
+        return counts
+
+
+def _from_bytes(cls: type[PreTokenCounts], data: bytes) -> PreTokenCounts:
+    """Counts unpickled: ``cls`` with the counts file ``data``."""
+    counts = cls()
+    counts._load_bytes(data, "pickled counts")
+    return counts
+
+
+def count_pretokens(
+    sources: Source,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    text_field: str = "text",
+    errors: str = "strict",
+    num_threads: int | None = None,
+    progress: bool | ProgressCallback = False,
+    _chunk_size: int | None = None,
+) -> PreTokenCounts:
+    """Counts the pre-tokens of ``sources``: files, directories, patterns or iterables of ``str``, in any
+    mix (see :mod:`bytepair.sources`).
+
+    Every record and every file is its own document: no pre-token (and so no pair) spans two. The
+    counts are exactly those of one text with the documents joined by a special token (without that
+    token), and do not depend on ``num_threads`` or on the order of the sources. Special tokens split
+    the text inside a document too.
+
+    Args:
+        sources: what to count (:mod:`bytepair.sources`): a path, a directory, a glob pattern, a list of
+            these, or an iterable of str, each item a document.
+        special_tokens: tokens such as ``"<|endoftext|>"`` that split documents and are not pre-tokens;
+            the counts remember them, and train with them (:func:`bytepair.train_from_counts`).
+        text_field: the field of JSON lines records, and the column of Parquet files, that holds the text.
+        errors: ``"strict"`` (the default) fails on the first bad record in source order; ``"skip"``
+            skips bad records (bad JSON, no text field, a text that is null, not a string or not UTF-8),
+            and counts them in ``counts.skipped`` with the first messages in ``counts.skipped_errors``.
+            A corrupt or truncated compressed stream skips the rest of its file, and a Parquet row group
+            or file that cannot be read is skipped, each counting once. Invalid UTF-8 in a ``.txt`` file
+            is an error either way: a text file has no records to skip, and cutting out the bad bytes
+            would join the text around them into pre-tokens that are not in the file.
+        num_threads: threads for reading and counting: a positive int, or None for every core.
+        progress: True for a progress bar on stderr (when it is a terminal), or a callable
+            ``progress("count", done, total)`` in bytes of the files (as stored, compressed or not).
+
+    Raises:
+        FileNotFoundError, PermissionError, IsADirectoryError: a file that cannot be read (all are
+            looked up before counting starts), or a pattern that matches nothing.
+        ValueError: a bad record in strict mode (the message names the file and line, or row, or the
+            item of an iterable), a corrupt or truncated compressed stream or Parquet file (naming it),
+            a file in a directory or pattern whose name gives no kind, a Parquet file without the column
+            or whose column is not strings, an empty directory or list, a bad argument.
+        TypeError: an item of an iterable that is not a str (naming its index), or no source at all.
+        ImportError: a Parquet file without pyarrow installed (``pip install 'bytepair[parquet]'``).
+        KeyboardInterrupt: Ctrl-C, which stops counting promptly.
+
+    >>> import gzip, json, os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> with gzip.open(os.path.join(d, "part-0.jsonl.gz"), "wt") as f:
+    ...     _ = f.write(json.dumps({"text": "the cat"}) + "\\n" + json.dumps({"text": "the hat"}) + "\\n")
+    >>> _ = open(os.path.join(d, "part-1.txt"), "w").write("the cat<|endoftext|>the end")
+    >>> counts = count_pretokens(d, ["<|endoftext|>"])
+    >>> counts.most_common(3), counts.documents
+    ([(b'the', 4), (b' cat', 2), (b' end', 1)], 3)
+    >>> _ = open(os.path.join(d, "part-2.jsonl"), "w").write('{"text": "ok"}\\n{"text": 7}\\n')
+    >>> count_pretokens(d, ["<|endoftext|>"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: .../part-2.jsonl:2: field "text" is a number, not a string
+    >>> counts = count_pretokens(d, ["<|endoftext|>"], errors="skip")
+    >>> counts.skipped, counts.documents
+    (1, 4)
+    """
+    specials = check_special_tokens(special_tokens)
+    if not isinstance(text_field, str) or not text_field:
+        raise TypeError(f"text_field must be a non-empty str, not {text_field!r}")
+    if errors not in ("strict", "skip"):
+        raise ValueError(f'errors must be "strict" or "skip", not {errors!r}')
+    skip = errors == "skip"
+    num_threads = check_num_threads(num_threads)
+    if _chunk_size is not None and _chunk_size < 1:
+        raise ValueError("_chunk_size must be positive")
+    resolved = resolve(sources)
+    counts = PreTokenCounts()
+    engine_files = [f for f in resolved.files if f.format != "parquet"]
+    parquet_files = [f for f in resolved.files if f.format == "parquet"]
+    engine_bytes = sum(f.size for f in engine_files)
+    total = engine_bytes + sum(f.size for f in parquet_files)
+    with ProgressBar() if progress is True else contextlib.nullcontext() as bar:
+        callback = bar if progress is True else progress if callable(progress) else None
+        if engine_files:
+            report = None if callback is None else _Offset(callback, 0, total)
+            counts._count_files(
+                [(f.path, f.format, f.compression) for f in engine_files],
+                specials,
+                text_field,
+                skip,
+                num_threads,
+                _chunk_size,
+                report,
+            )
+        if parquet_files:
+            report = None if callback is None else _Offset(callback, engine_bytes, total)
+            _count_parquet(counts, parquet_files, specials, text_field, skip, num_threads, report)
+        for texts in resolved.texts:
+            _count_iterable(counts, texts, specials, skip, num_threads)
+    if counts.special_tokens is None:
+        # Nothing was counted (an empty iterable): the counts are still counts of text split at these.
+        counts._count_texts([], 0, specials, skip)
+    return counts
+
+
+class _Offset:
+    """A progress callback for one part of a count: its bytes come after ``before`` of ``total``."""
+
+    def __init__(self, callback: ProgressCallback, before: int, total: int) -> None:
+        self.callback, self.before, self.total = callback, before, total
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        # A pipe's size is 0 until read: the engine's total grows with what was read.
+        self.total = max(self.total, self.before + total)
+        self.callback(phase, self.before + done, self.total)
+
+
+def _count_iterable(
+    counts: PreTokenCounts, texts: Iterable[str], specials: list[str], skip: bool, num_threads: int | None
+) -> None:
+    """Counts the documents of ``texts`` into ``counts``, a batch at a time."""
+    batch: list[str] = []
+    size = first = 0
+    for i, text in enumerate(texts):
+        batch.append(text)
+        size += len(text) if isinstance(text, str) else 0
+        if size >= _BATCH_CHARACTERS:
+            counts._count_texts(batch, first, specials, skip, num_threads)
+            batch, size, first = [], 0, i + 1
+    if batch:
+        counts._count_texts(batch, first, specials, skip, num_threads)
+
+
+def _cores() -> int:
+    """The cores this process may use, as the engine counts them."""
+    return max(1, _core.max_threads() // 4)
+
+
+class _RowGroup:
+    """One row group of a Parquet file to count: where it is, its first row, and its share of the file's
+    bytes (for progress)."""
+
+    def __init__(self, path: str, index: int, first_row: int, size: int) -> None:
+        self.path, self.index, self.first_row, self.size = path, index, first_row, size
+
+
+def _count_parquet(
+    counts: PreTokenCounts,
+    files: list[SourceFile],
+    specials: list[str],
+    text_field: str,
+    skip: bool,
+    num_threads: int | None,
+    report: ProgressCallback | None,
+) -> None:
+    """Counts the column ``text_field`` of the Parquet ``files`` into ``counts``, row group by row group on
+    ``num_threads`` threads; the row groups' counts are merged in order, so that messages come in source
+    order and the first error raised is the first in source order."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError(
+            "reading .parquet files needs pyarrow: pip install 'bytepair[parquet]' (or pyarrow)"
+        ) from None
+    tasks: list[_RowGroup] = []
+    for f in files:
+        try:
+            parquet = pq.ParquetFile(f.path)
+        except (pa.ArrowException, OSError) as e:
+            _damaged(e, f"{f.path}: not a Parquet file, or a corrupt one ({e})", skip, counts)
+            continue
+        _check_column(parquet.schema_arrow, f.path, text_field)
+        meta = parquet.metadata
+        rows = max(meta.num_rows, 1)
+        first = 0
+        for i in range(meta.num_row_groups):
+            group_rows = meta.row_group(i).num_rows
+            tasks.append(_RowGroup(f.path, i, first, f.size * group_rows // rows))
+            first += group_rows
+    local = threading.local()
+
+    def count(task: _RowGroup) -> PreTokenCounts:
+        part = PreTokenCounts()
+        row = task.first_row
+        try:
+            files_open = getattr(local, "files", None)
+            if files_open is None or task.path not in files_open:
+                local.files = {task.path: pq.ParquetFile(task.path)}
+            batches = local.files[task.path].iter_batches(
+                batch_size=_PARQUET_ROWS, row_groups=[task.index], columns=[text_field], use_threads=False
+            )
+            for batch in batches:
+                column = _strings(batch.column(0), pa)
+                large = pa.types.is_large_string(column.type)
+                validity, offsets, data = column.buffers()
+                part._count_arrow(
+                    validity, offsets, data, column.offset, len(column), large, task.path, row, specials, skip
+                )
+                row += len(column)
+        except (pa.ArrowException, OSError) as e:
+            message = f"{task.path}: rows from {row} (row group {task.index}) cannot be read: {e}"
+            _damaged(e, message, skip, part)
+        return part
+
+    threads = min(num_threads or _cores(), max(len(tasks), 1))
+    total = sum(f.size for f in files)
+    done = total - sum(t.size for t in tasks)  # files skipped whole
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        pending: list[concurrent.futures.Future[PreTokenCounts]] = []
+        queue = iter(tasks)
+        sizes = iter(tasks)
+        try:
+            # At most two row groups a thread are in flight, so that counts waiting to be merged in
+            # order stay few.
+            for task in queue:
+                pending.append(pool.submit(count, task))
+                if len(pending) >= 2 * threads:
+                    break
+            while pending:
+                part = pending.pop(0).result()
+                counts.update(part)
+                done += next(sizes).size
+                if report is not None:
+                    report("count", done, total)
+                task = next(queue, None)
+                if task is not None:
+                    pending.append(pool.submit(count, task))
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+
+
+def _damaged(e: Exception, message: str, skip: bool, counts: PreTokenCounts) -> None:
+    """Parquet data pyarrow cannot read (``e``): skipped and counted in ``counts`` with ``message``, or a
+    ValueError with it. pyarrow reports damaged data as an OSError without an errno; one with an errno
+    is the system's, raised as it is whatever ``skip`` says."""
+    if isinstance(e, OSError) and e.errno is not None:
+        raise e
+    if not skip:
+        raise ValueError(message) from None
+    counts._add_skipped(message)
+
+
+def _check_column(schema: Any, path: str, text_field: str) -> None:
+    """ValueError unless the Arrow ``schema`` of the file ``path`` has a string column ``text_field``."""
+    import pyarrow as pa
+
+    index = schema.get_field_index(text_field)
+    if index < 0:
+        names = ", ".join(repr(n) for n in schema.names)
+        raise ValueError(f"{path}: no column {text_field!r} (its columns: {names})")
+    kind = schema.field(index).type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)):
+        raise ValueError(f"{path}: column {text_field!r} is {kind}, not a column of strings")
+
+
+def _strings(column: Any, pa: Any) -> Any:
+    """``column`` as an Arrow ``string`` or ``large_string`` array, whose buffers the engine reads."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return column
+    return column.cast(pa.large_string())
