@@ -342,3 +342,64 @@ def test_ctrl_c_exits_130_with_one_line(
     monkeypatch.setattr(Tokenizer, "from_dir", interrupted)
     assert cli.main(["inspect", "somewhere"]) == 130
     assert capsys.readouterr().err == "bytepair: interrupted\n"
+
+
+def test_count_in_shards_then_train_from_counts_equals_training_on_the_sources(tmp_path: Path) -> None:
+    import gzip
+
+    data = tmp_path / "data"
+    data.mkdir()
+    docs = [
+        f"document {i}: the cat sat on the mat {i % 7} times, isn't it?\n" * (1 + i % 5) for i in range(60)
+    ]
+    for i in range(6):
+        lines = "".join(json.dumps({"text": d}) + "\n" for d in docs[i * 10 : (i + 1) * 10])
+        (data / f"part-{i}.jsonl.gz").write_bytes(gzip.compress(lines.encode()))
+    common = ["--special-token", SPECIAL]
+    parts = []
+    for i in range(4):
+        out = tmp_path / f"counts-{i}.bpc"
+        result = run(
+            "count", str(data), "--shard-index", str(i), "--num-shards", "4", "-o", str(out), *common
+        )
+        assert result.returncode == 0, result.stderr
+        assert f"(part {i} of 4)" in result.stdout and f"wrote {out}" in result.stdout
+        parts.append(str(out))
+    result = run("train", "--from-counts", *parts, "--vocab-size", "300", "--out", str(tmp_path / "a"))
+    assert result.returncode == 0, result.stderr
+    assert "60 documents" in result.stdout
+    result = run(
+        "train", str(data / "*.jsonl.gz"), "--vocab-size", "300", "--out", str(tmp_path / "b"), *common
+    )
+    assert result.returncode == 0, result.stderr
+    a, b = Tokenizer.from_dir(tmp_path / "a"), Tokenizer.from_dir(tmp_path / "b")
+    assert (a.vocab, a.merges, a.special_tokens) == (b.vocab, b.merges, b.special_tokens)
+
+
+def test_count_errors_leave_the_output_as_it_was_and_skips_are_reported(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"text": null}\n{"txt": "x"}\n')
+    out = tmp_path / "counts.bpc"
+    out.write_bytes(b"the user's file")
+    result = run("count", str(bad), "-o", str(out))
+    assert result.returncode == 1
+    assert result.stderr == f'bytepair: error: {bad}:2: field "text" is null, not a string\n'
+    assert out.read_bytes() == b"the user's file"
+    result = run("count", str(bad), "-o", str(out), "--errors", "skip")
+    assert result.returncode == 0, result.stderr
+    assert f'skipped 2 bad records, the first:\n  {bad}:2: field "text" is null' in result.stdout
+    assert bytepair.PreTokenCounts.load(out).skipped == 2
+    assert sorted(os.listdir(tmp_path)) == ["bad.jsonl", "counts.bpc"]  # no temporary file left
+    for args, message in [
+        (["--shard-index", "1"], "--shard-index and --num-shards go together"),
+        (["--shard-index", "4", "--num-shards", "4"], "shard index 4 is not in 0..3"),
+    ]:
+        result = run("count", str(bad), "-o", str(out), *args)
+        assert (result.returncode, result.stderr) == (1, f"bytepair: error: {message}\n")
+    result = run("train", str(bad), "--from-counts", str(out), "--vocab-size", "300")
+    assert (result.returncode, result.stderr) == (
+        1,
+        "bytepair: error: give INPUT sources or --from-counts, not both\n",
+    )
+    result = run("train", "--from-counts", str(bad), "--vocab-size", "300", "--out", str(tmp_path / "t"))
+    assert (result.returncode, result.stderr) == (1, f"bytepair: error: {bad}: not a bytepair counts file\n")

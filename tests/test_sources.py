@@ -497,3 +497,32 @@ def test_shared_corpora_as_compressed_and_parquet_shards_train_as_the_text(tmp_p
     assert same_pretokens(
         count_pretokens(source, [EOT]), count_pretokens(iter([lzma.open(source, "rt").read()]), [EOT])
     )
+
+
+def test_train_bpe_on_sources_is_counting_then_training_with_the_same_stats(tmp_path: Path) -> None:
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    write_shard(shards / "a.jsonl.zst", DOCS[:3])
+    write_shard(shards / "b.parquet", DOCS[3:])
+    joined = tmp_path / "joined.txt"
+    joined.write_text(EOT.join([*DOCS, *DOCS]), encoding="utf-8")
+    expected_stats: dict = {}
+    expected = train_bpe(joined, 320, [EOT], stats=expected_stats)
+    stats: dict = {}
+    assert train_bpe([shards, iter(DOCS)], 320, [EOT], stats=stats, num_threads=2) == expected
+    joins = 2 * len(DOCS) - 1  # the special tokens joining the documents: one token and len(EOT) bytes each
+    assert stats == {
+        "distinct_pretokens": expected_stats["distinct_pretokens"],
+        "bytes": expected_stats["bytes"] - joins * len(EOT),
+        "tokens": expected_stats["tokens"] - joins,
+    }
+    (shards / "c.jsonl").write_text('{"text": 1}\n')
+    with pytest.raises(ValueError, match='c.jsonl:1: field "text" is a number'):
+        train_bpe(shards, 320, [EOT])
+    stats = {}
+    assert train_bpe([shards, iter(DOCS)], 320, [EOT], errors="skip", stats=stats) == expected
+    assert stats["skipped"] == 1
+    # Text files alone train as they always did, progress and all.
+    seen: list = []
+    train_bpe(joined, 300, [EOT], progress=lambda *a: seen.append(a))
+    assert seen[0][0] == "count" and seen[-1][0] == "merge"

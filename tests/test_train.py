@@ -163,8 +163,14 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_directory(tmp_path: Path) -> None:
-    with pytest.raises(IsADirectoryError):
+    # A directory is a source: its files (issue 14); one with none is an error.
+    with pytest.raises(ValueError, match="the directory holds no files"):
         bytepair.train_bpe(tmp_path, 300)
+    (tmp_path / "a.txt").write_text("low lower")
+    (tmp_path / "b.txt").write_text("lowest")
+    assert bytepair.train_bpe(tmp_path, 300) == bytepair.train_bpe(
+        [tmp_path / "a.txt", tmp_path / "b.txt"], 300
+    )
 
 
 def test_invalid_utf8_names_the_offset(tmp_path: Path) -> None:

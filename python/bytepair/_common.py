@@ -4,6 +4,8 @@
   alike and names a bad argument the same way.
 - ``num_threads``: :func:`check_num_threads`, the one rule for training, encoding, the report and the
   command line.
+- Sources: :func:`check_errors` and :func:`check_text_field`, taken by counting, training and the
+  command line alike.
 - Special tokens: :func:`check_special_tokens` (type checks, duplicates dropped), and the vocabulary
   with or without them (:func:`ordinary_tokens`, :func:`special_token_ids`).
 - Outputs: :func:`write_atomically`, which never leaves a partial file where the user's was.
@@ -95,6 +97,36 @@ def check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
         if not isinstance(t, str):
             raise TypeError(f"special tokens must be str, not {type(t).__name__}: {t!r}")
     return list(dict.fromkeys(tokens))
+
+
+def check_errors(errors: Any) -> bool:
+    """Whether ``errors`` (``"strict"`` or ``"skip"``, how sources treat bad records) skips them.
+
+    >>> check_errors("strict"), check_errors("skip")
+    (False, True)
+    >>> check_errors("ignore")
+    Traceback (most recent call last):
+    ValueError: errors must be "strict" or "skip", not 'ignore'
+    """
+    if errors not in ("strict", "skip"):
+        raise ValueError(f'errors must be "strict" or "skip", not {errors!r}')
+    return errors == "skip"
+
+
+def check_text_field(text_field: Any) -> str:
+    """``text_field``, the JSON field or Parquet column of a source's text: a non-empty str.
+
+    >>> check_text_field("content")
+    'content'
+    >>> check_text_field("")
+    Traceback (most recent call last):
+    ValueError: text_field must be a non-empty str, not ''
+    """
+    if not isinstance(text_field, str):
+        raise TypeError(f"text_field must be a str, not {type(text_field).__name__}")
+    if not text_field:
+        raise ValueError("text_field must be a non-empty str, not ''")
+    return text_field
 
 
 def ordinary_tokens(vocab: Mapping[int, bytes], special_tokens: Iterable[str]) -> dict[int, bytes]:

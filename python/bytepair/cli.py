@@ -21,10 +21,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import Tokenizer, train_bpe
+from . import PreTokenCounts, Tokenizer, count_pretokens, train_bpe, train_from_counts
 from ._common import check_num_threads, check_special_tokens, special_token_ids
 from ._progress import ProgressBar
 from .report import write_report
+from .sources import resolve, shard
 from .stats import bytes_per_token, describe_token, length_histogram, longest_tokens, vocab_stats
 
 if TYPE_CHECKING:
@@ -103,6 +104,13 @@ def _peak_memory_mb() -> float:
 def _train(args: argparse.Namespace) -> None:
     specials = check_special_tokens(args.special_token)
     vocab_size = args.vocab_size
+    if args.from_counts:
+        if args.input:
+            raise ValueError("give INPUT sources or --from-counts, not both")
+        if vocab_size is None:
+            raise ValueError("--vocab-size is required with --from-counts")
+        _train_from_counts(args, specials, vocab_size)
+        return
     if not args.input:
         specials = specials or [DEFAULT_SPECIAL_TOKEN]
         vocab_size = DEFAULT_CORPUS_VOCAB_SIZE if vocab_size is None else vocab_size
@@ -119,7 +127,14 @@ def _train(args: argparse.Namespace) -> None:
     with ProgressBar() as bar:
         clock = _PhaseClock(bar)
         vocab, merges = train_bpe(
-            paths, vocab_size, specials, num_threads=args.threads, progress=clock, stats=stats
+            paths,
+            vocab_size,
+            specials,
+            text_field=args.text_field,
+            errors=args.errors,
+            num_threads=args.threads,
+            progress=clock,
+            stats=stats,
         )
     trained = time.monotonic()
     Tokenizer(vocab, merges, specials).save(args.out)
@@ -129,13 +144,75 @@ def _train(args: argparse.Namespace) -> None:
     count_seconds = max(counted - start, 1e-9)
     print(f"  pre-tokenizing and counting {count_seconds:8.2f} s  ({size / 1e6 / count_seconds:,.0f} MB/s)")
     print(f"  merging                     {trained - counted:8.2f} s  ({len(merges):,} merges)")
-    print(f"peak memory {_peak_memory_mb():,.0f} MB")
-    print(f"vocab {len(vocab):,}: 256 bytes, {len(merges):,} merges, special tokens {specials}")
-    print("longest tokens: " + ", ".join(describe_token(t) for t in longest_tokens(vocab, specials, 5)))
+    _print_trained(args.out, vocab, merges, specials)
     if tokens is not None:
         ratio = bytes_per_token(size, tokens)
         print(f"compression on the training text: {ratio:.2f} bytes per token ({tokens:,} tokens)")
+    if "skipped" in stats:
+        print(f"skipped {stats['skipped']:,} bad records")
     print(f"wrote {args.out}/ (vocab.json, merges.txt, special_tokens.json)")
+
+
+def _print_trained(out: str, vocab: dict[int, bytes], merges: list[Any], specials: list[str]) -> None:
+    print(f"peak memory {_peak_memory_mb():,.0f} MB")
+    print(f"vocab {len(vocab):,}: 256 bytes, {len(merges):,} merges, special tokens {specials}")
+    print("longest tokens: " + ", ".join(describe_token(t) for t in longest_tokens(vocab, specials, 5)))
+
+
+def _train_from_counts(args: argparse.Namespace, specials: list[str], vocab_size: int) -> None:
+    total = PreTokenCounts()
+    for path in args.from_counts:
+        total += PreTokenCounts.load(path)
+    specials = specials or (total.special_tokens or [])
+    os.makedirs(args.out, exist_ok=True)  # fail before training, not after
+    start = time.monotonic()
+    with ProgressBar() as bar:
+        vocab, merges = train_from_counts(total, vocab_size, specials, progress=bar)
+    Tokenizer(vocab, merges, specials).save(args.out)
+    print(
+        f"trained on the counts of {len(args.from_counts)} files: {total.bytes / 1e6:,.1f} MB, "
+        f"{total.documents:,} documents, {len(total):,} distinct pre-tokens"
+    )
+    print(f"  merging {time.monotonic() - start:8.2f} s  ({len(merges):,} merges)")
+    _print_trained(args.out, vocab, merges, specials)
+    if total.skipped:
+        print(f"the counts skipped {total.skipped:,} bad records")
+    print(f"wrote {args.out}/ (vocab.json, merges.txt, special_tokens.json)")
+
+
+def _count(args: argparse.Namespace) -> None:
+    specials = check_special_tokens(args.special_token)
+    if (args.shard_index is None) != (args.num_shards is None):
+        raise ValueError("--shard-index and --num-shards go together")
+    files = resolve(args.input).files
+    if args.num_shards is not None:
+        if args.num_shards < 1:
+            raise ValueError(f"--num-shards must be at least 1, not {args.num_shards}")
+        files = shard(files, args.shard_index, args.num_shards)
+    start = time.monotonic()
+    with ProgressBar() as bar:
+        counts = count_pretokens(
+            [f.path for f in files] if files else iter([]),
+            specials,
+            text_field=args.text_field,
+            errors=args.errors,
+            num_threads=args.threads,
+            progress=bar,
+        )
+    seconds = max(time.monotonic() - start, 1e-9)
+    counts.save(args.output)
+    part = "" if args.num_shards is None else f" (part {args.shard_index} of {args.num_shards})"
+    size = sum(f.size for f in files)
+    print(
+        f"counted {len(files):,} files{part}: {size / 1e6:,.1f} MB in {seconds:.2f} s, "
+        f"{counts.documents:,} documents, {counts.total():,} pre-tokens, {len(counts):,} distinct"
+    )
+    print(f"peak memory {_peak_memory_mb():,.0f} MB")
+    print(f"wrote {args.output}")
+    if args.errors == "skip":
+        print(f"skipped {counts.skipped:,} bad records" + (", the first:" if counts.skipped else ""))
+        for message in counts.skipped_errors:
+            print(f"  {message}")
 
 
 def _encode(args: argparse.Namespace) -> None:
@@ -268,7 +345,7 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(
             name, help=summary, description=description, epilog="examples:\n" + "\n".join(examples)
         )
-        if name != "train":
+        if name not in ("train", "count"):
             sub.add_argument("dir", metavar="DIR", help="tokenizer folder")
         sub.set_defaults(run=run)
         return sub
@@ -276,29 +353,78 @@ def _parser() -> argparse.ArgumentParser:
     def threads(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--threads", type=_threads_arg, metavar="N", help="threads (default: every core)")
 
+    def sources(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--text-field",
+            default="text",
+            metavar="F",
+            help="the JSON lines field or Parquet column of the text (default: text)",
+        )
+        sub.add_argument(
+            "--errors",
+            choices=["strict", "skip"],
+            default="strict",
+            help="stop at the first bad record (strict, the default), or skip bad records and count them",
+        )
+        sub.add_argument(
+            "--special-token",
+            action="append",
+            default=[],
+            metavar="TOK",
+            help="e.g. '<|endoftext|>'; repeatable",
+        )
+        threads(sub)
+
     train = command(
         _train,
-        "train a tokenizer on UTF-8 text files",
-        "Trains a vocabulary of --vocab-size tokens on INPUT files (each its own document: no token spans "
-        "two files), writes DIR, and prints a summary. With no INPUT it trains on the Python standard "
+        "train a tokenizer on text, JSON lines or Parquet files, or on saved counts",
+        "Trains a vocabulary of --vocab-size tokens on INPUT sources, writes DIR, and prints a summary. A "
+        "source is a file, a directory (its files, recursively) or a glob pattern: .txt, .jsonl or .json "
+        "(JSON lines), each possibly .gz, .zst or .xz, and .parquet; every file and record is its own "
+        "document (no token spans two). Or trains on the counts that 'bytepair count' saved, added up "
+        "(--from-counts), exactly as on the text they count. With no INPUT it trains on the Python standard "
         "library's own .py files, with special token <|endoftext|> unless one is given and --vocab-size "
         f"{DEFAULT_CORPUS_VOCAB_SIZE} unless given.",
         "  bytepair train corpus.txt --vocab-size 10000 --special-token '<|endoftext|>' --out tok",
+        "  bytepair train 'fineweb/*.parquet' --vocab-size 32000 --special-token '<|endoftext|>' --out tok",
+        "  bytepair train --from-counts counts-*.bpc --vocab-size 32000 --out tok",
         "  bytepair train --out stdlib-tok",
     )
     train.add_argument(
-        "input", nargs="*", metavar="INPUT", help="UTF-8 text files (default: the Python standard library)"
+        "input",
+        nargs="*",
+        metavar="INPUT",
+        help="files, directories, patterns (default: the standard library)",
+    )
+    train.add_argument(
+        "--from-counts", nargs="+", metavar="FILE.bpc", help="train on these counts (bytepair count) added up"
     )
     train.add_argument(
         "--vocab-size", type=int, metavar="N", help="tokens in all: 256 bytes + merges + special tokens"
     )
     train.add_argument(
-        "--special-token", action="append", default=[], metavar="TOK", help="e.g. '<|endoftext|>'; repeatable"
-    )
-    train.add_argument(
         "--out", default=".", metavar="DIR", help="folder to write the tokenizer to (default: .)"
     )
-    threads(train)
+    sources(train)
+
+    count = command(
+        _count,
+        "count the pre-tokens of sources into a counts file, for training later",
+        "Counts the pre-tokens of INPUT sources (files, directories, glob patterns; as for 'train') and "
+        "saves them to a compact counts file, written whole or not at all. Counts of parts of a corpus, "
+        "counted anywhere, add up to the counts of the whole: 'bytepair train --from-counts' trains on "
+        "them exactly as on the text. --shard-index I --num-shards N counts only the I-th (from 0) of N "
+        "parts of the sorted file list, contiguous and about equal in bytes, for job arrays (Slurm).",
+        "  bytepair count 'data/*.jsonl.zst' --special-token '<|endoftext|>' -o counts.bpc",
+        "  bytepair count data/ --shard-index $I --num-shards 64 -o counts-$I.bpc  # I=$SLURM_ARRAY_TASK_ID",
+    )
+    count.add_argument("input", nargs="+", metavar="INPUT", help="files, directories, glob patterns")
+    count.add_argument("-o", "--output", required=True, metavar="OUT.bpc", help="the counts file to write")
+    count.add_argument(
+        "--shard-index", type=int, metavar="I", help="count only part I (from 0) of --num-shards"
+    )
+    count.add_argument("--num-shards", type=int, metavar="N", help="the number of parts (with --shard-index)")
+    sources(count)
 
     encode = command(
         _encode,

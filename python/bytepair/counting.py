@@ -22,7 +22,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import _core
-from ._common import PathLike, check_num_threads, check_special_tokens, path_str, write_atomically
+from ._common import (
+    PathLike,
+    check_errors,
+    check_num_threads,
+    check_special_tokens,
+    check_text_field,
+    path_str,
+    write_atomically,
+)
 from ._progress import ProgressBar
 from .sources import Source, SourceFile, resolve
 
@@ -212,11 +220,8 @@ def count_pretokens(
     (1, 4)
     """
     specials = check_special_tokens(special_tokens)
-    if not isinstance(text_field, str) or not text_field:
-        raise TypeError(f"text_field must be a non-empty str, not {text_field!r}")
-    if errors not in ("strict", "skip"):
-        raise ValueError(f'errors must be "strict" or "skip", not {errors!r}')
-    skip = errors == "skip"
+    text_field = check_text_field(text_field)
+    skip = check_errors(errors)
     num_threads = check_num_threads(num_threads)
     if _chunk_size is not None and _chunk_size < 1:
         raise ValueError("_chunk_size must be positive")

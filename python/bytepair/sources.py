@@ -131,12 +131,13 @@ def _is_path(source: object) -> bool:
     return isinstance(source, (str, bytes, os.PathLike))
 
 
-def resolve(sources: Source) -> Sources:
+def resolve(sources: Source, what: str = "sources") -> Sources:
     """The files and iterables of documents that ``sources`` stands for (see the module's docstring).
 
     Every file is looked up before anything is read. Raises FileNotFoundError for a missing path or a
     pattern that matches nothing, ValueError for an empty directory or list, or a file in a directory
-    or pattern whose name gives no kind (the message names it), TypeError for what is no source.
+    or pattern whose name gives no kind (the message names it), TypeError for what is no source (naming
+    it as ``what``).
 
     >>> import os, tempfile
     >>> d = tempfile.mkdtemp()
@@ -159,16 +160,16 @@ def resolve(sources: Source) -> Sources:
         return resolved
     if isinstance(sources, (list, tuple)):
         if not sources:
-            raise ValueError("sources is an empty list: give at least one path, pattern or iterable")
+            raise ValueError(f"{what} is an empty list: give at least one path, pattern or iterable")
         for i, source in enumerate(sources):
             if _is_path(source):
                 resolved.files.extend(_expand(source))
             elif isinstance(source, (list, tuple)):
-                raise TypeError(f"sources[{i}] is a list: sources are a flat list of paths and iterables")
+                raise TypeError(f"{what}[{i}] is a list: sources are a flat list of paths and iterables")
             else:
-                resolved.texts.append(_documents(source, f"sources[{i}]"))
+                resolved.texts.append(_documents(source, f"{what}[{i}]"))
         return resolved
-    resolved.texts.append(_documents(sources, "sources"))
+    resolved.texts.append(_documents(sources, what))
     return resolved
 
 
@@ -180,8 +181,8 @@ def _documents(source: object, what: str) -> Iterable[str]:
         )
     if not isinstance(source, Iterable):
         raise TypeError(
-            f"{what} must be a path, a pattern, a list of them or an iterable of str, not "
-            f"{type(source).__name__}"
+            f"{what} must be a path (str, bytes or os.PathLike), a pattern, a list of them or an iterable "
+            f"of str, not {type(source).__name__}"
         )
     return source
 

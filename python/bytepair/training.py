@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
 from . import _core
-from ._common import PathLike, check_num_threads, check_special_tokens, path_str
+from ._common import check_errors, check_num_threads, check_special_tokens, check_text_field
 from ._progress import ProgressBar
-from .counting import PreTokenCounts
+from .counting import PreTokenCounts, count_pretokens
+from .sources import Source, resolve
 
 ProgressCallback = Callable[[str, int, int], None]
 
@@ -32,39 +32,27 @@ def _check_vocab_size(vocab_size: Any, specials: list[str]) -> int:
     return min(vocab_size, sys.maxsize)
 
 
-def _input_paths(input_path: PathLike | Iterable[PathLike]) -> list[str]:
-    if isinstance(input_path, (str, bytes, os.PathLike)):
-        return [path_str(input_path, "input_path")]
-    try:
-        paths = [path_str(p, "input_path") for p in input_path]
-    except TypeError:
-        if not isinstance(input_path, Iterable):
-            raise TypeError(
-                "input_path must be a path (str, bytes or os.PathLike) or a list of paths, "
-                f"not {type(input_path).__name__}"
-            ) from None
-        raise
-    if not paths:
-        raise ValueError("input_path is an empty list: give at least one file to train on")
-    return paths
-
-
 def train_bpe(
-    input_path: PathLike | Iterable[PathLike],
+    input_path: Source,
     vocab_size: int,
     special_tokens: Iterable[str] | None = None,
     *,
+    text_field: str = "text",
+    errors: str = "strict",
     num_threads: int | None = None,
     progress: bool | ProgressCallback = False,
     stats: dict[str, Any] | None = None,
     _chunk_size: int | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """Trains a byte-level BPE tokenizer on the UTF-8 text file ``input_path``, or on several.
+    """Trains a byte-level BPE tokenizer on a corpus: a UTF-8 text file, or any sources
+    (:mod:`bytepair.sources`): files, directories and patterns of text, JSON lines and Parquet files,
+    compressed or not, and iterables of str.
 
     The text is split at the special tokens (longest first where they overlap), each part is split into
     GPT-2 pre-tokens, and merges are chosen one at a time: the most frequent adjacent pair of tokens
     within a pre-token, ties going to the lexicographically greatest pair of byte strings. This is exactly
     what the CS336 reference does (:mod:`bytepair.reference` is the same algorithm in plain Python).
+    Training on sources is :func:`bytepair.count_pretokens` then :func:`train_from_counts`.
 
     Args:
         input_path: a UTF-8 text file (a path: str, bytes or ``os.PathLike``), or a list of them, each
@@ -72,6 +60,11 @@ def train_bpe(
             special token. Read in bounded pieces on ``num_threads`` threads; a pipe works too. Text
             with no place to cut safely (whitespace after a non-space) in 16 MiB is cut there anyway,
             at a character boundary: the pre-token across that cut counts as two. No real one is so long.
+            Or any sources (:mod:`bytepair.sources`): a directory, a glob pattern, JSON lines and Parquet
+            files, compressed files, iterables of str, and lists of these; every record is a document.
+        text_field: the field of JSON lines records, and the column of Parquet files, that holds the text.
+        errors: ``"strict"`` fails on the first bad record; ``"skip"`` skips bad records and counts them
+            (``stats["skipped"]``); see :func:`bytepair.count_pretokens`.
         vocab_size: the size of the result, counting the 256 bytes and the special tokens. Training
             stops early, without error, when no pair is left to merge.
         special_tokens: tokens such as ``"<|endoftext|>"``: they split documents, are never merged,
@@ -88,7 +81,8 @@ def train_bpe(
             distinct pre-tokens it had; ``"bytes"``, its size in bytes; ``"tokens"``, the number of
             tokens it encodes to with the result (``len(Tokenizer(vocab, merges, special_tokens).encode(
             text))``, exactly, computed from the counts without encoding the text again; None in the odd
-            case where two merges made the same bytes, which no tokenizer can take).
+            case where two merges made the same bytes, which no tokenizer can take); with
+            ``errors="skip"``, ``"skipped"``, the records skipped.
 
     Returns:
         ``(vocab, merges)``: ``vocab`` maps ids 0..len-1 to bytes: the 256 single bytes in byte order,
@@ -100,7 +94,8 @@ def train_bpe(
             every file before training starts).
         ValueError: the input is not UTF-8 (the message gives the file and byte offset), ``vocab_size``
             is below 256 + the number of special tokens (of more than one byte), a special token is
-            empty or longer than 1024 bytes, or ``input_path`` is an empty list.
+            empty or longer than 1024 bytes, or ``input_path`` is an empty list; a bad record or a corrupt
+            file (see :func:`bytepair.count_pretokens`).
         TypeError: an argument of the wrong type (``stats`` not a dict), before any work.
         KeyboardInterrupt: Ctrl-C, which stops training promptly.
 
@@ -119,21 +114,44 @@ def train_bpe(
     """
     specials = check_special_tokens(special_tokens)
     vocab_size = _check_vocab_size(vocab_size, specials)
+    check_text_field(text_field)
+    check_errors(errors)
     num_threads = check_num_threads(num_threads)
     if _chunk_size is not None and _chunk_size < 1:
         raise ValueError("_chunk_size must be positive")
     if stats is not None and not isinstance(stats, MutableMapping):
         raise TypeError(f"stats must be a dict or None, not {type(stats).__name__}")
-    paths = _input_paths(input_path)
+    resolved = resolve(input_path, "input_path")
+    # Text files alone are trained on as they always were, in one call that counts and trains.
+    plain = not resolved.texts and all(f.format == "txt" and f.compression is None for f in resolved.files)
     with ProgressBar() if progress is True else contextlib.nullcontext() as bar:
         callback = bar if progress is True else progress if callable(progress) else None
         # Counting the tokens costs one more pass over the counts, and memory on long pre-tokens: only when
         # asked.
-        vocab, merges, (pretokens, size, tokens) = _core.train_bpe(
-            paths, vocab_size, specials, num_threads, _chunk_size, callback, stats is not None
-        )
+        count_tokens = stats is not None
+        if plain:
+            paths = [f.path for f in resolved.files]
+            vocab, merges, (pretokens, size, tokens) = _core.train_bpe(
+                paths, vocab_size, specials, num_threads, _chunk_size, callback, count_tokens
+            )
+            skipped = 0
+        else:
+            counts = count_pretokens(
+                input_path,
+                specials,
+                text_field=text_field,
+                errors=errors,
+                num_threads=num_threads,
+                progress=callback or False,
+                _chunk_size=_chunk_size,
+            )
+            trained = counts._train(vocab_size, specials, callback, count_tokens)
+            vocab, merges, (pretokens, size, tokens) = trained
+            skipped = counts.skipped
     if stats is not None:
         stats.update(distinct_pretokens=pretokens, bytes=size, tokens=tokens)
+        if errors == "skip":
+            stats["skipped"] = skipped
     return dict(enumerate(vocab)), merges
 
 
