@@ -466,6 +466,9 @@ def test_shards_of_the_file_list_cover_it_once_by_bytes() -> None:
         total = sum(f.size for f in files)
         for part in parts:
             assert sum(f.size for f in part) <= total / count + 1000
+    # Empty files at the end belong to the last part.
+    tail = [SourceFile(f"{i}.txt", "txt", None, size) for i, size in enumerate([5, 5, 0, 0])]
+    assert [len(shard(tail, i, 2)) for i in range(2)] == [1, 3]
     with pytest.raises(ValueError, match="shard index 3 is not in 0..2"):
         shard(files, 3, 3)
 
