@@ -61,6 +61,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
+ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ("bytepair", "gigatoken", "tiktoken", "tokenizers")
 SECTIONS = {"single": "1 core", "files": "all cores", "iterable": "streaming"}
 CORPORA = {
@@ -351,8 +352,10 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("--corpora", type=Path, default=Path(os.environ.get("BYTEPAIR_CORPORA", "/work/corpora")))
-    p.add_argument("--shared", type=Path, default=Path(os.environ.get("BYTEPAIR_SHARED", "/work/shared")))
+    default_corpora = os.environ.get("BYTEPAIR_CORPORA", str(ROOT.parent / "corpora"))
+    default_shared = os.environ.get("BYTEPAIR_SHARED", str(ROOT.parent / "shared"))
+    p.add_argument("--corpora", type=Path, default=Path(default_corpora), help="dir of the NAME.txt corpora")
+    p.add_argument("--shared", type=Path, default=Path(default_shared), help="the project's shared data")
     p.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
     p.add_argument("--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS))
     p.add_argument("--only", nargs="+", metavar="CORPUS", help="restrict to these corpora (e.g. prose_en)")

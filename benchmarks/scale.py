@@ -85,6 +85,8 @@ SCRIPT_VERSION = 1
 EOT = "<|endoftext|>"
 SEPARATOR = b"\n" + EOT.encode() + b"\n"  # how ../shared/corpora/build.py ends each document
 ROOT = Path(__file__).resolve().parents[1]
+# The project's shared data (the packed corpora and their build script), as benchmarks/README.md says.
+SHARED = Path(os.environ.get("BYTEPAIR_SHARED", ROOT.parent / "shared"))
 CORPORA = ("prose_en", "multilingual", "code_c")
 DOC_SHARE = (0.5, 0.15, 0.35)  # probability that a document comes from each corpus
 DOC_MEDIAN, DOC_SIGMA, DOC_MIN, DOC_MAX = 3000, 0.9, 64, 65536  # bytes: log-normal, clipped
@@ -365,7 +367,7 @@ class ShardWriter:
 def corpus_file(corpora_dir: Path, name: str) -> Path:
     path = corpora_dir / f"{name}.txt"
     if not path.exists():
-        packed = ROOT.parent / "shared" / "corpora"
+        packed = SHARED / "corpora"
         raise SystemExit(
             f"{path} is missing: decompress {packed}/{name}.txt.xz there, or build it (code_c: as root, a "
             f"few minutes) with `python3 {packed}/build.py {corpora_dir} {name}`"

@@ -20,7 +20,8 @@ Each tool gets special token <|endoftext|> and the GPT-2 pre-tokenization patter
 - gigatoken: ``train_bpe(path, vocab_size, [EOT], tie_breaking="assembled_bytes")`` (GPT-2 pattern built
   in). It breaks ties by the concatenated bytes, not by the (left, right) pair as the CS336 reference and
   bytepair do, so its merges depart from bytepair's at some point; the notes say at which merge.
-- rustbpe:   ``Tokenizer().train_from_iterator(docs, vocab_size - 1, pattern=GPT2_PATTERN)``. It has no
+- rustbpe:   ``Tokenizer().train_from_iterator(docs, vocab_size - 1, pattern=GPT2_PATTERN)``, the pattern
+  imported from ``bytepair.reference`` (so its peak RSS includes bytepair's import, about 8 MB). It has no
   special tokens, so it is fed the documents between the <|endoftext|> separators, read 1 MiB at a
   time (the split bytepair and gigatoken make themselves), and asked for one token fewer (its vocab_size
   counts only the 256 bytes and the merges) so that it makes as many merges as the others.
@@ -52,8 +53,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# The project's shared data (the packed corpora and their build script), as benchmarks/README.md says.
+SHARED = Path(os.environ.get("BYTEPAIR_SHARED", ROOT.parent / "shared"))
 EOT = "<|endoftext|>"
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 CORPORA = {"prose_en": 10_000, "code_c": 32_000}
 MODULES = {"bytepair": "bytepair", "gigatoken": "gigatoken", "rustbpe": "rustbpe", "hf": "tokenizers"}
 RESULT = "RESULT "  # marks the child's JSON line: the tools print progress of their own to stdout
@@ -98,6 +100,8 @@ def train(tool: str, path: str, vocab_size: int) -> tuple[float, Merges | int]:
         return time.perf_counter() - start, merges
     if tool == "rustbpe":
         import rustbpe
+
+        from bytepair.reference import GPT2_PATTERN
 
         tok = rustbpe.Tokenizer()
         start = time.perf_counter()
@@ -184,7 +188,7 @@ def first_difference(a: Path, b: Path) -> str:
 def corpus_path(corpora: Path, name: str) -> Path | None:
     """``corpora/NAME.txt``, decompressed from ``../shared/corpora/NAME.txt.xz`` if it is missing."""
     path = corpora / f"{name}.txt"
-    packed = ROOT.parent / "shared" / "corpora" / f"{name}.txt.xz"
+    packed = SHARED / "corpora" / f"{name}.txt.xz"
     if not path.exists() and packed.exists():
         print(f"decompressing {packed} to {path}", file=sys.stderr)
         corpora.mkdir(parents=True, exist_ok=True)
@@ -268,7 +272,7 @@ def main() -> None:
             if path is None:
                 notes.append(
                     f"{name}: skipped, {args.corpora}/{name}.txt is missing; build it (as root, a few "
-                    f"minutes) with `python3 {ROOT.parent}/shared/corpora/build.py {args.corpora} {name}`"
+                    f"minutes) with `python3 {SHARED}/corpora/build.py {args.corpora} {name}`"
                 )
                 continue
             corpus_rows, corpus_notes = bench_corpus(name, path, args, Path(tmp))

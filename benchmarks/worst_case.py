@@ -8,7 +8,11 @@ that long are never cached), so bytepair is timed twice: *cold*, a fresh Tokeniz
 ranks, when installed. One process, best of --repeat runs each; pin it with `taskset -c 0` for one
 core.
 
-    python benchmarks/worst_case.py [--shared ../shared] [--corpora DIR] [--repeat 3]
+    python benchmarks/worst_case.py [--shared DIR] [--repeat 3]
+
+The prose and the GPT-2 vocabulary come from the project's shared data (``--shared DIR``, else
+``$BYTEPAIR_SHARED``, else ``../shared`` beside the repository): ``corpora/prose_en.txt.xz`` and
+``fixtures/cs336/``.
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ def best_ns_per_byte(make: Callable[[], Callable[[str], object]], text: str, rep
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    default_shared = os.environ.get("BYTEPAIR_SHARED", str(ROOT.parent / "shared"))
+    parser.add_argument("--shared", type=Path, default=Path(default_shared), help="the project's shared data")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     cs336 = args.shared / "fixtures" / "cs336"

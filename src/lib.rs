@@ -8,7 +8,8 @@
 //!   reference does ([`train_files`], [`train_counts`]).
 //! - `encode/`: text to ids and back, identical to tiktoken for the same ranks ([`Encoder`]); where a
 //!   merge happens (`encode/merge.rs`); whole files to `.npy` arrays ([`encode_file`]).
-//! - `python/` (feature `python`): the PyO3 binding, `bytepair._core`; nothing else knows about Python.
+//! - `python/` (feature `python`): the PyO3 binding, `bytepair._core`. It uses the public API below,
+//!   plus `error.rs`'s fallible allocation helpers and `huge_pages.rs`; nothing else knows about Python.
 //!
 //! and the files beside them are what the parts share: `special.rs` (special tokens, matched
 //! leftmost-longest before pre-tokenization), `chunks.rs` (where a file is cut so that each piece can

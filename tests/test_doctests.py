@@ -57,6 +57,12 @@ def test_docstring_examples(name: str) -> None:
     assert (result.attempted > 0) == (name not in WITHOUT_EXAMPLES), result
 
 
+def test_the_package_docstring_lists_the_whole_public_api() -> None:
+    listed = bytepair.__doc__.split("Public API:", 1)[1]
+    missing = [name for name in bytepair.__all__ if f"`{name}`" not in listed]
+    assert missing == []
+
+
 def public_members(module: ModuleType) -> Iterator[tuple[str, object]]:
     """The public functions of ``module``, and the public methods and properties of its public classes,
     that ``module`` defines (not those it imports from another module)."""

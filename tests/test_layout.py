@@ -1,5 +1,6 @@
 """The Rust crate's layout: no import cycle between its modules or its folders (scripts/module_graph.py),
-and the script finds the cycles it is there to find."""
+and the script finds the cycles it is there to find. The docs that copy generated or measured text hold
+its current form: DESIGN.md the module graph, README.md its benchmark table from benchmarks/README.md."""
 
 from __future__ import annotations
 
@@ -36,6 +37,36 @@ def test_the_crate_has_no_import_cycle():
     # The merge loops depend on the merge table, not on the encoder.
     assert "encode::merge -> encode::table, error" in lines
     assert any(line.startswith("python::errors -> ") for line in lines)
+
+
+def test_design_md_holds_the_current_module_graph():
+    result = module_graph(ROOT / "src")
+    assert result.returncode == 0, result.stderr
+    design = (ROOT / "DESIGN.md").read_text(encoding="utf-8")
+    # The output is one section per graph ("# modules", "# folders"), each pasted as a ```text block.
+    sections = [s.split("\n", 1) for s in result.stdout.strip().split("\n\n")]
+    assert [title for title, _ in sections] == ["# modules", "# folders"]
+    for title, graph in sections:
+        assert f"```text\n{graph}\n```" in design, (
+            f"DESIGN.md does not hold the current {title[2:]} graph: re-paste the module graph "
+            "(python scripts/module_graph.py) into DESIGN.md"
+        )
+
+
+def table(markdown: str, header: str) -> str:
+    """The markdown table of ``markdown`` whose first line is ``header``."""
+    lines = markdown.splitlines()
+    start = lines.index(header)
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def test_readme_benchmark_table_is_the_one_in_benchmarks_readme():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    summary = table(readme, "| task | corpus | bytepair | gigatoken | ratio |")
+    assert summary in (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8"), (
+        "README.md's benchmark table is not in benchmarks/README.md: copy it from there"
+    )
 
 
 def test_a_cycle_between_files_fails(tmp_path):

@@ -10,14 +10,17 @@
 
 Public API:
 
-- :func:`train_bpe`: train a vocabulary and merges from a text file.
+- :func:`train_bpe`: train a vocabulary and merges from a text file, a list of them, or any other sources
+  (:mod:`bytepair.sources`).
 - :func:`count_pretokens`, :class:`PreTokenCounts`, :func:`train_from_counts`: count corpora as they ship
   (directories of text, JSON lines and Parquet files, compressed or not; iterables of str) into counts that
   add up, save, and train exactly as ``train_bpe`` does.
 - :class:`Tokenizer`: encode and decode; whole files to NumPy arrays.
-- :func:`save_bpe`, :func:`load_bpe`: GPT-2 ``vocab.json`` and ``merges.txt``.
-- :func:`pretokenize`: the GPT-2 pre-tokenizer; :data:`GPT2_PATTERN`, the regular expression it applies
-  (defined in :mod:`bytepair.reference`, whose ``regex`` use is the specification the engine follows).
+- :func:`save_bpe`, :func:`load_bpe`: GPT-2 ``vocab.json`` and ``merges.txt``; :func:`bytes_to_unicode`,
+  the table through which those files write token bytes as text.
+- :func:`pretokenize`: the GPT-2 pre-tokenizer, a hand-written scanner that splits text exactly as
+  ``regex.findall(GPT2_PATTERN, text)`` does; :data:`GPT2_PATTERN` is the pattern, as tiktoken and the
+  ``regex`` module take it (defined in :mod:`bytepair.reference`).
 - :mod:`bytepair.reference`: the same training in plain Python, the executable specification.
 """
 

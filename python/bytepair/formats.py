@@ -1,4 +1,4 @@
-"""GPT-2 style files: ``vocab.json`` and ``merges.txt``.
+"""GPT-2's ``vocab.json`` and ``merges.txt`` only (HF and tiktoken files are in :mod:`bytepair.interop`).
 
 GPT-2 (and HF tokenizers, and the CS336 fixtures) write token bytes as text through a fixed table that
 maps each of the 256 bytes to a printable character (:func:`bytes_to_unicode`): printable Latin-1 bytes

@@ -2,9 +2,8 @@
 //! calling thread watches for signals, and [`PyProgress`] reports to a Python callback and carries the
 //! cancellation (and the Python exception that caused it) to the engine.
 //!
-//! Python runs signal handlers only on the main thread, and the engine reports from worker threads, so
-//! the engine cannot check for Ctrl-C itself. Invariant: a Python exception raised by the callback or
-//! by a signal handler is the one the call raises, whatever error the engine stopped with.
+//! Invariant: a Python exception raised by the callback or by a signal handler is the one the call
+//! raises, whatever error the engine stopped with.
 
 use std::panic::resume_unwind;
 use std::sync::atomic::{AtomicBool, Ordering};

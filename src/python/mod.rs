@@ -7,10 +7,11 @@
 //! - [`encoder`]: the `Encoder` class; [`functions`]: `pretokenize`, `train_bpe`, `max_threads`.
 //! - [`objects`] and [`strings`]: Python values to and from Rust, without aborting when memory runs out.
 //!
-//! The binding uses the engine only through the crate's public API (`lib.rs`) and the fallible
-//! allocation helpers of `crate::error`. `cargo test` builds the part of [`strings`] that does not
-//! call into Python too (the module is compiled for tests without the feature), so that its tests run
-//! without linking a Python library.
+//! The binding uses the engine through the crate's public API (`lib.rs`), plus two internals: the
+//! fallible allocation helpers of `crate::error`, and `crate::huge_pages` for the lists of ids and the
+//! UTF-8 copies of strings. `cargo test` builds the part of [`strings`] that does not call into Python
+//! too (the module is compiled for tests without the feature), so that its tests run without linking a
+//! Python library.
 
 #[cfg(feature = "python")]
 mod counts;
