@@ -42,6 +42,7 @@ mod input;
 mod output;
 mod pretokenize;
 mod progress;
+mod shards;
 mod sources;
 mod special;
 mod threads;
@@ -56,9 +57,13 @@ pub use encode::Encoder;
 pub use error::{AllocError, Error, RecordAt, Result};
 pub use pretokenize::{class_of, is_safe_cut, pretokenize, Class, PreTokens, UNICODE_VERSION};
 pub use progress::{Phase, Progress, Silent};
+pub use shards::{
+    encode_dataset, DatasetInput, DatasetJob, DatasetOptions, DatasetSummary, Shard, ShardFile,
+    ShardFormat, ShardInputs,
+};
 pub use sources::{
-    count_sources, count_texts, Compression, CorpusCounts, Errors, Format, SourceKind,
-    SourceOptions, MAX_KEPT_ERRORS,
+    count_sources, count_texts, open_documents, Compression, CorpusCounts, DocumentOptions,
+    DocumentReader, Errors, Format, Piece, SourceKind, SourceOptions, MAX_KEPT_ERRORS,
 };
 pub use special::SpecialTokens;
 pub use threads::{max_threads, thread_count};

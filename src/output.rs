@@ -113,7 +113,10 @@ impl Drop for Output {
 
 /// Creates a new, uniquely named temporary file beside `target`, with mode `permissions` (those of the
 /// file it will replace) or, for a new file, the usual mode under the umask.
-fn create_temp(target: &Path, permissions: Option<fs::Permissions>) -> io::Result<(PathBuf, File)> {
+pub(crate) fn create_temp(
+    target: &Path,
+    permissions: Option<fs::Permissions>,
+) -> io::Result<(PathBuf, File)> {
     static CALLS: AtomicU64 = AtomicU64::new(0);
     let folder = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,

@@ -22,6 +22,14 @@ pub trait Progress: Sync {
     /// `done` of `total` units of `phase` are done; an error stops the work with that error.
     fn report(&self, phase: Phase, done: u64, total: u64) -> Result<()>;
 
+    /// Encoding a dataset: `done` of `total` bytes of input read (`total` is 0 when unknown), and the
+    /// documents and tokens written so far; an error stops the work. Reports [`Phase::Encode`] unless
+    /// overridden.
+    fn encoded(&self, done: u64, total: u64, documents: u64, tokens: u64) -> Result<()> {
+        let _ = (documents, tokens);
+        self.report(Phase::Encode, done, total.max(done))
+    }
+
     /// Whether the work was asked to stop (then the next report fails): for waits that have nothing
     /// to report, such as a FIFO waiting for its writer ([`crate::input::open_input`]).
     fn cancelled(&self) -> bool {

@@ -15,7 +15,8 @@ Public API:
 - :func:`count_pretokens`, :class:`PreTokenCounts`, :func:`train_from_counts`: count corpora as they ship
   (directories of text, JSON lines and Parquet files, compressed or not; iterables of str) into counts that
   add up, save, and train exactly as ``train_bpe`` does.
-- :class:`Tokenizer`: encode and decode; whole files to NumPy arrays.
+- :class:`Tokenizer`: encode and decode; whole files to NumPy arrays; datasets to token shards for training
+  (:meth:`Tokenizer.encode_dataset`), which the module :mod:`shards` reads back (``bytepair.shards.open``).
 - :func:`save_bpe`, :func:`load_bpe`: GPT-2 ``vocab.json`` and ``merges.txt``; :func:`bytes_to_unicode`,
   the table through which those files write token bytes as text.
 - :func:`pretokenize`: the GPT-2 pre-tokenizer, a hand-written scanner that splits text exactly as
@@ -26,7 +27,7 @@ Public API:
 
 from __future__ import annotations
 
-from . import _core
+from . import _core, shards
 from .counting import PreTokenCounts, count_pretokens
 from .formats import bytes_to_unicode, load_bpe, save_bpe
 from .reference import GPT2_PATTERN
@@ -42,6 +43,7 @@ __all__ = [
     "load_bpe",
     "pretokenize",
     "save_bpe",
+    "shards",
     "train_bpe",
     "train_from_counts",
 ]

@@ -16,6 +16,22 @@ def train_bpe(
     count_tokens: bool = False,
 ) -> tuple[list[bytes], list[tuple[bytes, bytes]], tuple[int, int, int | None]]: ...
 def source_kind(path: str) -> tuple[str, str | None]: ...
+def encode_dataset(
+    encoder: Encoder,
+    folder: str,
+    jobs: list[tuple[str, object]],
+    format: str,
+    dtype_bits: int,
+    eot: int | None,
+    separator: str | None,
+    text_field: str,
+    skip: bool,
+    num_threads: int | None,
+    chunk_size: int | None,
+    total_bytes: int,
+    on_shard: Callable[[tuple[str, int, int, int, int, tuple[tuple[str, int, int], ...]]], None],
+    progress: Callable[[str, int, int, int, int], None] | None = None,
+) -> tuple[int, int, int, list[str], int]: ...
 
 class PreTokenCounts:
     def __init__(self) -> None: ...

@@ -1,7 +1,8 @@
 """A progress bar on stderr, from the standard library only.
 
-The engine reports ``(phase, done, total)`` from its worker threads (see ``src/progress.rs``); this draws
-one line per phase, redrawn at most ten times a second, and only when stderr is a terminal.
+The engine reports ``(phase, done, total)`` from its worker threads (see ``src/progress.rs``), and
+``encode_dataset`` the documents and tokens written too; this draws one line per phase, redrawn at most ten
+times a second, and only when stderr is a terminal.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ class ProgressBar:
     >>> print(screen.getvalue().replace("\\r", ""), end="")
      pre-tokenizing [#######                       ] 0.5/2.0 MB    0.0s
             merging [##############################] 10/10 merges    0.0s
+
+    With documents and tokens (``encode_dataset``), the line ends with them and the time left:
+
+    >>> screen = Terminal()
+    >>> with ProgressBar(screen, min_interval=0) as bar:
+    ...     bar("encode", 0, 4_000_000, 0, 0)
+    ...     bar.start -= 2.0  # two seconds later, half done
+    ...     bar("encode", 2_000_000, 4_000_000, 1234, 567_890)
+    >>> print(screen.getvalue().split("\\r")[-1], end="")
+           encoding [###############               ] 2.0/4.0 MB    2.0s  1,234 docs  567,890 tokens  ~2s left
     """
 
     def __init__(self, stream: TextIO | None = None, min_interval: float = 0.1) -> None:
@@ -37,7 +48,9 @@ class ProgressBar:
         self.last_draw = 0.0
         self.start = time.monotonic()
 
-    def __call__(self, phase: str, done: int, total: int) -> None:
+    def __call__(
+        self, phase: str, done: int, total: int, documents: int | None = None, tokens: int | None = None
+    ) -> None:
         if not self.enabled:
             return
         now = time.monotonic()
@@ -53,10 +66,16 @@ class ProgressBar:
         frac = done / total if total else 1.0
         bar = "#" * int(30 * frac)
         digits = 1 if unit == "MB" and total < 100 * scale else 0  # 0.3/1.2 MB, not 0/1 MB
-        self.stream.write(
+        elapsed = now - self.start
+        line = (
             f"\r{label:>15} [{bar:<30}] {done / scale:,.{digits}f}/{total / scale:,.{digits}f} {unit}"
-            f" {now - self.start:6.1f}s"
+            f" {elapsed:6.1f}s"
         )
+        if documents is not None and tokens is not None:
+            line += f"  {documents:,} docs  {tokens:,} tokens"
+            if 0 < done < total:
+                line += f"  ~{elapsed * (total - done) / done:.0f}s left"
+        self.stream.write(line)
         self.stream.flush()
 
     def __enter__(self) -> ProgressBar:

@@ -21,9 +21,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import PreTokenCounts, Tokenizer, count_pretokens, train_bpe, train_from_counts
+from . import PreTokenCounts, Tokenizer, count_pretokens, shards, train_bpe, train_from_counts
 from ._common import check_num_threads, check_special_tokens, special_token_ids
 from ._progress import ProgressBar
+from .dataset import encode_dataset
 from .report import write_report
 from .sources import resolve, shard
 from .stats import bytes_per_token, describe_token, length_histogram, longest_tokens, vocab_stats
@@ -180,15 +181,23 @@ def _train_from_counts(args: argparse.Namespace, specials: list[str], vocab_size
     print(f"wrote {args.out}/ (vocab.json, merges.txt, special_tokens.json)")
 
 
-def _count(args: argparse.Namespace) -> None:
-    specials = check_special_tokens(args.special_token)
+def _part(args: argparse.Namespace) -> tuple[int, int] | None:
+    """(--shard-index, --num-shards), or None without them."""
     if (args.shard_index is None) != (args.num_shards is None):
         raise ValueError("--shard-index and --num-shards go together")
+    if args.num_shards is None:
+        return None
+    if args.num_shards < 1:
+        raise ValueError(f"--num-shards must be at least 1, not {args.num_shards}")
+    return args.shard_index, args.num_shards
+
+
+def _count(args: argparse.Namespace) -> None:
+    specials = check_special_tokens(args.special_token)
+    part = _part(args)
     files = resolve(args.input).files
-    if args.num_shards is not None:
-        if args.num_shards < 1:
-            raise ValueError(f"--num-shards must be at least 1, not {args.num_shards}")
-        files = shard(files, args.shard_index, args.num_shards)
+    if part is not None:
+        files = shard(files, *part)
     start = time.monotonic()
     with ProgressBar() as bar:
         counts = count_pretokens(
@@ -217,16 +226,68 @@ def _count(args: argparse.Namespace) -> None:
 
 def _encode(args: argparse.Namespace) -> None:
     tok = Tokenizer.from_dir(args.dir)
-    size = os.path.getsize(args.input)
+    if args.format is None and args.output.endswith(".npy"):
+        _encode_file(args, tok)
+        return
+    part = _part(args)
     start = time.monotonic()
-    tokens = tok.encode_file(args.input, args.output, num_threads=args.threads, progress=True)
+    with ProgressBar() as bar:
+        summary = encode_dataset(
+            tok,
+            tok._encoder,
+            args.input,
+            args.output,
+            format=args.format or "megatron",
+            text_field=args.text_field,
+            eot=args.eot if not args.no_eot else False,
+            errors=args.errors,
+            num_threads=args.threads,
+            progress=bar,
+            single_output=args.single_output or False,
+            part=part,
+        )
+    seconds = max(time.monotonic() - start, 1e-9)
+    print(summary)
+    print(
+        f"{summary.input_bytes / 1e6 / seconds:,.1f} MB/s of input, peak memory {_peak_memory_mb():,.0f} MB"
+    )
+    for message in summary.skipped_errors:
+        print(f"  skipped: {message}")
+
+
+def _encode_file(args: argparse.Namespace, tok: Tokenizer) -> None:
+    """``bytepair encode DIR INPUT -o OUT.npy``: one text file into one array, as before shards."""
+    if len(args.input) != 1:
+        raise ValueError(
+            "an OUT.npy output takes one INPUT text file; give a directory and --format for shards"
+        )
+    (path,) = args.input
+    size = os.path.getsize(path)
+    start = time.monotonic()
+    tokens = tok.encode_file(path, args.output, num_threads=args.threads, progress=True)
     seconds = max(time.monotonic() - start, 1e-9)
     dtype = "uint16" if tok.vocab_size <= 1 << 16 else "uint32"  # encode_file's choice
     print(
-        f"encoded {args.input}: {size / 1e6:,.1f} MB into {tokens:,} tokens in {seconds:.2f} s "
+        f"encoded {path}: {size / 1e6:,.1f} MB into {tokens:,} tokens in {seconds:.2f} s "
         f"({size / 1e6 / seconds:,.1f} MB/s), {bytes_per_token(size, tokens):.2f} bytes per token"
     )
     print(f"wrote {args.output} ({dtype})")
+
+
+def _shards(args: argparse.Namespace) -> None:
+    shard_set = shards.open(args.out)
+    manifest = shard_set.manifest
+    tokens = shard_set.tokens
+    text = sum(s.record.get("text_bytes", 0) for s in shard_set.shards)
+    files = 2 * len(shard_set.shards)
+    print(f"{args.out}: {len(shard_set.shards):,} shard(s), {manifest['format']}, ids as {manifest['dtype']}")
+    print(f"  documents        {shard_set.documents:,}")
+    print(f"  tokens           {tokens:,}")
+    print(f"  bytes per token  {bytes_per_token(text, tokens):.2f} (of text)")
+    print(f"  tokenizer        sha256 {shard_set.tokenizer} ({manifest['tokenizer']['vocab_size']:,} ids)")
+    print(f"  end of text      {manifest['eot']!r}")
+    shard_set.verify()
+    print(f"checksums ok ({files:,} files)")
 
 
 def _load_ids(path: str, vocab_size: int) -> np.ndarray:
@@ -345,7 +406,7 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(
             name, help=summary, description=description, epilog="examples:\n" + "\n".join(examples)
         )
-        if name not in ("train", "count"):
+        if name not in ("train", "count", "shards"):
             sub.add_argument("dir", metavar="DIR", help="tokenizer folder")
         sub.set_defaults(run=run)
         return sub
@@ -353,7 +414,15 @@ def _parser() -> argparse.ArgumentParser:
     def threads(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--threads", type=_threads_arg, metavar="N", help="threads (default: every core)")
 
-    def sources(sub: argparse.ArgumentParser) -> None:
+    def parts(sub: argparse.ArgumentParser, verb: str) -> None:
+        sub.add_argument(
+            "--shard-index", type=int, metavar="I", help=f"{verb} only part I (from 0) of --num-shards"
+        )
+        sub.add_argument(
+            "--num-shards", type=int, metavar="N", help="the number of parts (with --shard-index)"
+        )
+
+    def records(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
             "--text-field",
             default="text",
@@ -366,6 +435,10 @@ def _parser() -> argparse.ArgumentParser:
             default="strict",
             help="stop at the first bad record (strict, the default), or skip bad records and count them",
         )
+        threads(sub)
+
+    def sources(sub: argparse.ArgumentParser) -> None:
+        records(sub)
         sub.add_argument(
             "--special-token",
             action="append",
@@ -373,7 +446,6 @@ def _parser() -> argparse.ArgumentParser:
             metavar="TOK",
             help="e.g. '<|endoftext|>'; repeatable",
         )
-        threads(sub)
 
     train = command(
         _train,
@@ -420,22 +492,51 @@ def _parser() -> argparse.ArgumentParser:
     )
     count.add_argument("input", nargs="+", metavar="INPUT", help="files, directories, glob patterns")
     count.add_argument("-o", "--output", required=True, metavar="OUT.bpc", help="the counts file to write")
-    count.add_argument(
-        "--shard-index", type=int, metavar="I", help="count only part I (from 0) of --num-shards"
-    )
-    count.add_argument("--num-shards", type=int, metavar="N", help="the number of parts (with --shard-index)")
+    parts(count, "count")
     sources(count)
 
     encode = command(
         _encode,
-        "encode a text file into a .npy array of ids",
-        "Encodes the UTF-8 file INPUT with the tokenizer in DIR into a NumPy .npy file (uint16 when the "
-        "vocabulary fits, else uint32), on every core, and prints tokens, MB/s and bytes per token.",
+        "encode sources into token shards for training, or a text file into a .npy array",
+        "Encodes every document of INPUT sources (files, directories, glob patterns: .txt, JSON lines, "
+        "Parquet; as for 'train') with the tokenizer in DIR into token shards in the directory OUT, one "
+        "per input, in --format megatron (Megatron-LM's .bin/.idx, the default), bin (nanoGPT's raw ids, "
+        "with .idx.npy document offsets) or npy (.npy ids and .offsets.npy), with the end-of-text token "
+        "after each document (unless --no-eot), and a manifest. Rerun the same command after an "
+        "interruption: complete shards are skipped. 'bytepair shards OUT' describes and checks them. "
+        "--shard-index I --num-shards N makes only the I-th of N parts of the inputs' shards, for job "
+        "arrays writing into one OUT. With one text file INPUT and OUT ending in .npy (and no --format), "
+        "writes one .npy array of all its ids instead (uint16 when the vocabulary fits, else uint32).",
+        "  bytepair encode tok 'fineweb/*.parquet' -o shards --format megatron",
+        "  bytepair encode tok data/ -o shards --format bin --shard-index $I --num-shards 16",
         "  bytepair encode tok corpus.txt -o corpus.npy",
     )
-    encode.add_argument("input", metavar="INPUT", help="UTF-8 text file")
-    encode.add_argument("-o", "--output", required=True, metavar="OUT.npy", help="the .npy file to write")
-    threads(encode)
+    encode.add_argument("input", nargs="+", metavar="INPUT", help="files, directories, glob patterns")
+    encode.add_argument(
+        "-o", "--output", required=True, metavar="OUT", help="the shard directory (or an OUT.npy file)"
+    )
+    encode.add_argument(
+        "--format", choices=["megatron", "bin", "npy"], help="shard format (default: megatron)"
+    )
+    encode.add_argument(
+        "--eot", default=True, metavar="TOK", help="the end-of-text token (default: <|endoftext|>)"
+    )
+    encode.add_argument("--no-eot", action="store_true", help="write no end-of-text token after documents")
+    encode.add_argument(
+        "--single-output", metavar="NAME", help="one shard NAME of all the inputs instead of one per input"
+    )
+    parts(encode, "make")
+    records(encode)
+
+    shard_set = command(
+        _shards,
+        "describe a shard directory and verify its checksums",
+        "Prints what the token shards in OUT hold (documents, tokens, bytes of text per token, the "
+        "tokenizer's SHA-256) and checks every file's size and CRC-32 against the manifest; exits 1 on a "
+        "mismatch.",
+        "  bytepair shards shards/",
+    )
+    shard_set.add_argument("out", metavar="OUT", help="a directory that 'bytepair encode' wrote")
 
     decode = command(
         _decode,

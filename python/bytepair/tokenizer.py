@@ -6,12 +6,16 @@ import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import _core, interop
 from ._common import PathLike, check_num_threads, check_special_tokens, path_str, write_atomically
 from ._progress import ProgressBar
 from .formats import load_bpe, save_bpe
+
+if TYPE_CHECKING:
+    from .dataset import DatasetSummary
+    from .sources import Source
 
 __all__ = ["Tokenizer"]
 
@@ -379,6 +383,86 @@ class Tokenizer:
             with ProgressBar() as bar:
                 return self._encoder.encode_file(*args, bar)
         return self._encoder.encode_file(*args, progress if callable(progress) else None)
+
+    def encode_dataset(
+        self,
+        sources: Source,
+        out: PathLike,
+        *,
+        format: str = "megatron",
+        text_field: str = "text",
+        eot: bool | str = True,
+        errors: str = "strict",
+        num_threads: int | None = None,
+        progress: bool | Callable[..., None] = False,
+        resume: bool = True,
+        single_output: bool | str = False,
+    ) -> DatasetSummary:
+        """Encodes every document of ``sources`` into token shards in the directory ``out``, for training,
+        and returns a :class:`bytepair.dataset.DatasetSummary`. :func:`bytepair.shards.open` reads them
+        back; the module :mod:`bytepair.shards` describes the files.
+
+        ``sources`` are what :func:`bytepair.count_pretokens` takes (:mod:`bytepair.sources`): paths,
+        directories, glob patterns, lists of them, iterables of str. Every record of a JSON lines or
+        Parquet file (its field or column ``text_field``) and every item of an iterable is a document,
+        encoded as :meth:`encode` encodes it; a ``.txt`` file's documents are separated by the end-of-text
+        token (when it is a special token of this tokenizer; else the file is one document).
+
+        - ``format``: ``"megatron"`` (Megatron-LM's ``.bin``/``.idx``), ``"bin"`` (nanoGPT's raw ids for
+          ``np.memmap``, with ``.idx.npy`` document offsets) or ``"npy"`` (``.npy`` ids and
+          ``.offsets.npy``). Ids are uint16 when the vocabulary fits, else uint32 (int32 for Megatron);
+          the summary says which.
+        - ``eot``: True writes ``"<|endoftext|>"`` after each document, as nanoGPT and Megatron's
+          ``--append-eod`` do; a str names another token; False writes none (document boundaries are
+          then only in the index). A token that is not in the vocabulary raises ValueError before
+          anything is written.
+        - One shard per input, named after its position and file name (``00003-train-0003``), or one
+          shard of everything: ``single_output=True`` (named ``data``) or the shard's name.
+        - The bytes written are the same for any ``num_threads`` and any run. Memory stays bounded (a few
+          pieces of text per thread) whatever the sizes.
+        - ``resume``: the manifest (``out/manifest.json``) is written first and after each shard; a rerun
+          (after Ctrl-C, SIGTERM, a crash) skips the shards it lists as complete and makes the rest,
+          byte for byte as an uninterrupted run would. A shard set made with another tokenizer or other
+          options, or whose input has changed since its shard was written, raises ValueError (give a new
+          directory, or ``resume=False`` to start over there). Shards of iterables are always remade.
+        - A directory that holds files but no manifest raises ValueError: nothing is overwritten.
+        - ``errors="skip"`` skips bad records and counts them in the summary, as
+          :func:`bytepair.count_pretokens` does; ``progress`` is True for a bar on stderr (bytes,
+          documents, tokens, time left; only on a terminal) or a callable ``progress("encode", done,
+          total, documents, tokens)``, ``done`` and ``total`` in bytes of input.
+
+        Raises OSError for an input that cannot be read (naming it; the shards finished before it are
+        kept), ValueError for a bad record (naming its file and line or row) or the cases above, and
+        KeyboardInterrupt on Ctrl-C, which stops promptly and leaves no partial shard.
+
+        >>> import os, tempfile, bytepair
+        >>> d = tempfile.mkdtemp()
+        >>> _ = open(os.path.join(d, "a.jsonl"), "w").write('{"text": "hi"}\\n{"text": "there"}\\n')
+        >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
+        >>> summary = tok.encode_dataset(os.path.join(d, "a.jsonl"), os.path.join(d, "out"), format="bin")
+        >>> summary.written, summary.documents, summary.tokens, summary.dtype
+        (['00000-a'], 2, 9, 'uint16')
+        >>> sorted(os.listdir(os.path.join(d, "out")))
+        ['00000-a.bin', '00000-a.idx.npy', 'manifest.json']
+        >>> [ids.tolist() for ids in bytepair.shards.open(os.path.join(d, "out"))]
+        [[104, 105, 256], [116, 104, 101, 114, 101, 256]]
+        """
+        from .dataset import encode_dataset
+
+        return encode_dataset(
+            self,
+            self._encoder,
+            sources,
+            out,
+            format=format,
+            text_field=text_field,
+            eot=eot,
+            errors=errors,
+            num_threads=num_threads,
+            progress=progress,
+            resume=resume,
+            single_output=single_output,
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Tokenizer, (self._vocab, self._merges, self._specials))

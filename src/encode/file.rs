@@ -125,7 +125,7 @@ impl Drop for WorkerDone<'_, '_> {
 
 /// Writes `ids` into `out` as the little-endian bytes of `dtype`; fails on an id that does not fit,
 /// and when `out` cannot be allocated.
-fn to_le_bytes(ids: &[u32], dtype: Dtype, out: &mut Vec<u8>) -> Result<()> {
+pub(crate) fn to_le_bytes(ids: &[u32], dtype: Dtype, out: &mut Vec<u8>) -> Result<()> {
     // Into a buffer of the final size, in fixed-size steps: the compiler vectorizes this, where
     // collecting a flat_map went byte by byte.
     out.clear();

@@ -21,10 +21,10 @@
 //! ([`Encoder::encode_prefix`]), on the caches, or on the number of threads; an encoder is immutable
 //! once built (its caches are behind a pool), so one instance serves many threads.
 
-mod cache;
+pub(crate) mod cache;
 pub(crate) mod file;
 mod merge;
-mod npy;
+pub(crate) mod npy;
 mod table;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -18,11 +18,11 @@ use std::io::{self, Seek, SeekFrom, Write};
 
 /// Bytes of header: room for the 10-byte prefix and the dictionary of the largest length (76 bytes),
 /// rounded up to a multiple of 64 as the `.npy` format asks.
-const HEADER_LEN: usize = 128;
+pub(crate) const HEADER_LEN: usize = 128;
 
 /// The `.npy` header (format 1.0) of a one-dimensional array of `len` elements of type `descr`
 /// (`<u2`, `<u4`), [`HEADER_LEN`] bytes long whatever `len`.
-pub(super) fn npy_header(descr: &str, len: u64) -> Vec<u8> {
+pub(crate) fn npy_header(descr: &str, len: u64) -> Vec<u8> {
     let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({len},), }}");
     let mut header = b"\x93NUMPY\x01\x00".to_vec();
     header.extend_from_slice(&((HEADER_LEN - 10) as u16).to_le_bytes());
@@ -61,7 +61,7 @@ impl NpyWriter {
 
 /// Closes `file` and reports what the close reports: some file systems (NFS) only tell of a full disk
 /// or quota there, and dropping a `File` ignores it.
-fn close(file: File) -> io::Result<()> {
+pub(crate) fn close(file: File) -> io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::io::IntoRawFd;

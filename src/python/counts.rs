@@ -53,8 +53,28 @@ impl PyPreTokenCounts {
     }
 }
 
+/// The kind of a source file from its (format, compression), as `source_kind` gives them.
+pub(super) fn kind_of(format: &str, compression: Option<&str>) -> PyResult<SourceKind> {
+    let format = match format {
+        "txt" => Format::Txt,
+        "jsonl" => Format::JsonLines,
+        other => return Err(PyValueError::new_err(format!("no format {other:?}"))),
+    };
+    let compression = match compression {
+        None => Compression::None,
+        Some("gzip") => Compression::Gzip,
+        Some("zstd") => Compression::Zstd,
+        Some("xz") => Compression::Xz,
+        Some(other) => return Err(PyValueError::new_err(format!("no compression {other:?}"))),
+    };
+    Ok(SourceKind {
+        format,
+        compression,
+    })
+}
+
 /// "strict" or "skip", as the engine takes it.
-fn errors_mode(skip: bool) -> Errors {
+pub(super) fn errors_mode(skip: bool) -> Errors {
     if skip {
         Errors::Skip
     } else {
@@ -191,25 +211,7 @@ impl PyPreTokenCounts {
         let mut kinds = Vec::new();
         try_reserve(&mut kinds, files.len()).map_err(super::errors::alloc_err("the files"))?;
         for (path, format, compression) in files {
-            let format = match format.as_str() {
-                "txt" => Format::Txt,
-                "jsonl" => Format::JsonLines,
-                other => return Err(PyValueError::new_err(format!("no format {other:?}"))),
-            };
-            let compression = match compression.as_deref() {
-                None => Compression::None,
-                Some("gzip") => Compression::Gzip,
-                Some("zstd") => Compression::Zstd,
-                Some("xz") => Compression::Xz,
-                Some(other) => {
-                    return Err(PyValueError::new_err(format!("no compression {other:?}")))
-                }
-            };
-            let kind = SourceKind {
-                format,
-                compression,
-            };
-            kinds.push((path, kind));
+            kinds.push((path, kind_of(&format, compression.as_deref())?));
         }
         let files = kinds;
         let specials = self.specials(special_tokens)?;
@@ -295,19 +297,8 @@ impl PyPreTokenCounts {
         special_tokens: Vec<String>,
         skip: bool,
     ) -> PyResult<()> {
-        let validity = validity.map(Buffer::get).transpose()?;
-        let (offsets, data) = (Buffer::get(offsets)?, Buffer::get(data)?);
-        let strings = ArrowStrings {
-            validity: validity.as_ref().map(Buffer::bytes),
-            offsets: offsets.bytes(),
-            data: data.bytes(),
-            offset,
-            length,
-            width: if large { 8 } else { 4 },
-        };
-        strings.check().map_err(|why| {
-            PyValueError::new_err(format!("{}: a corrupt Arrow array: {why}", path.display()))
-        })?;
+        let buffers = ArrowBuffers::get(validity, offsets, data)?;
+        let strings = buffers.strings(offset, length, large, &path)?;
         let specials = self.specials(special_tokens)?;
         let options = SourceOptions {
             specials: &specials,
@@ -396,9 +387,54 @@ impl Buffer {
     }
 }
 
+/// The buffers of an Arrow array of strings (validity, which may be None, offsets and data), held while
+/// its strings are read.
+pub(super) struct ArrowBuffers {
+    validity: Option<Buffer>,
+    offsets: Buffer,
+    data: Buffer,
+}
+
+impl ArrowBuffers {
+    pub(super) fn get(
+        validity: Option<&Bound<'_, PyAny>>,
+        offsets: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<ArrowBuffers> {
+        Ok(ArrowBuffers {
+            validity: validity.map(Buffer::get).transpose()?,
+            offsets: Buffer::get(offsets)?,
+            data: Buffer::get(data)?,
+        })
+    }
+
+    /// The `length` strings from `offset` of the array (`large`: 64-bit offsets), checked; ValueError
+    /// naming `path`, the file they come from, when the buffers do not hold them.
+    pub(super) fn strings(
+        &self,
+        offset: usize,
+        length: usize,
+        large: bool,
+        path: &std::path::Path,
+    ) -> PyResult<ArrowStrings<'_>> {
+        let strings = ArrowStrings {
+            validity: self.validity.as_ref().map(Buffer::bytes),
+            offsets: self.offsets.bytes(),
+            data: self.data.bytes(),
+            offset,
+            length,
+            width: if large { 8 } else { 4 },
+        };
+        strings.check().map_err(|why| {
+            PyValueError::new_err(format!("{}: a corrupt Arrow array: {why}", path.display()))
+        })?;
+        Ok(strings)
+    }
+}
+
 /// An Arrow array of strings, read from its buffers: every access bounds-checked, since the buffers
 /// come from Python.
-struct ArrowStrings<'a> {
+pub(super) struct ArrowStrings<'a> {
     validity: Option<&'a [u8]>,
     offsets: &'a [u8],
     data: &'a [u8],
@@ -442,7 +478,7 @@ impl ArrowStrings<'_> {
     }
 
     /// The `i`-th string, or why it cannot be counted.
-    fn get(&self, i: usize) -> Result<&str, String> {
+    pub(super) fn get(&self, i: usize) -> Result<&str, String> {
         let bit = self.offset + i;
         if let Some(validity) = self.validity {
             if validity[bit / 8] & (1 << (bit % 8)) == 0 {

@@ -23,7 +23,7 @@ use crate::{encode_file, Dtype, EncodeFileOptions, Encoder, Error};
 /// A vocabulary and merges ready to encode; immutable, so one instance serves many threads.
 #[pyclass(frozen, name = "Encoder", module = "bytepair._core")]
 pub(super) struct PyEncoder {
-    inner: Encoder,
+    pub(super) inner: Encoder,
     /// A Python int for each id below [`CACHED_INTS`], made once (see [`PyEncoder::to_list`]).
     ints: Vec<Py<PyAny>>,
 }
@@ -99,6 +99,17 @@ impl PyEncoder {
                 None => Ok(list.cast_into_unchecked()),
             }
         }
+    }
+}
+
+/// The element type of `bits` bits (16 or 32), or ValueError.
+pub(super) fn dtype_of(bits: u32) -> PyResult<Dtype> {
+    match bits {
+        16 => Ok(Dtype::U16),
+        32 => Ok(Dtype::U32),
+        other => Err(PyValueError::new_err(format!(
+            "dtype must be uint16 or uint32, not {other} bits"
+        ))),
     }
 }
 
@@ -267,15 +278,7 @@ impl PyEncoder {
         chunk_size: Option<usize>,
         progress: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let dtype = match dtype_bits {
-            16 => Dtype::U16,
-            32 => Dtype::U32,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "dtype must be uint16 or uint32, not {other} bits"
-                )))
-            }
-        };
+        let dtype = dtype_of(dtype_bits)?;
         let mut options = EncodeFileOptions::new(dtype);
         options.num_threads = num_threads;
         if let Some(size) = chunk_size {

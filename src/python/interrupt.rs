@@ -111,6 +111,16 @@ impl PyProgress {
         self.cancelled.store(true, Ordering::Relaxed);
     }
 
+    /// Keeps `err` to be raised by the call, without stopping the work: for an error of a Python
+    /// reader of documents, which the engine reports as [`Error::Interrupted`] in its place in the input
+    /// (the work before it finishes first).
+    pub(super) fn keep(&self, err: PyErr) {
+        self.raised
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(err);
+    }
+
     fn take_raised(&self) -> Option<PyErr> {
         self.raised.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
@@ -142,6 +152,21 @@ impl Progress for PyProgress {
             Phase::Encode => "encode",
         };
         Python::attach(|py| callback.call1(py, (name, done, total)).map(drop)).map_err(|err| {
+            self.cancel(err);
+            Error::Interrupted
+        })
+    }
+
+    /// Calls the callback with `("encode", done, total, documents, tokens)`.
+    fn encoded(&self, done: u64, total: u64, documents: u64, tokens: u64) -> crate::Result<()> {
+        if self.cancelled() {
+            return Err(Error::Interrupted);
+        }
+        let Some(callback) = &self.callback else {
+            return Ok(());
+        };
+        let args = ("encode", done, total, documents, tokens);
+        Python::attach(|py| callback.call1(py, args).map(drop)).map_err(|err| {
             self.cancel(err);
             Error::Interrupted
         })

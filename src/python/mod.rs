@@ -4,6 +4,7 @@
 //!
 //! - [`errors`]: where Python exceptions come from (engine errors and panics).
 //! - [`interrupt`]: Ctrl-C and progress callbacks during long work.
+//! - [`dataset`]: `encode_dataset`, documents from files and Python iterators into token shards.
 //! - [`encoder`]: the `Encoder` class; [`functions`]: `pretokenize`, `train_bpe`, `max_threads`.
 //! - [`objects`] and [`strings`]: Python values to and from Rust, without aborting when memory runs out.
 //!
@@ -15,6 +16,8 @@
 
 #[cfg(feature = "python")]
 mod counts;
+#[cfg(feature = "python")]
+mod dataset;
 #[cfg(feature = "python")]
 mod encoder;
 #[cfg(feature = "python")]
@@ -36,6 +39,7 @@ fn _core(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add_class::<encoder::PyEncoder>()?;
     m.add_class::<counts::PyPreTokenCounts>()?;
     m.add_function(wrap_pyfunction!(counts::source_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::encode_dataset_py, m)?)?;
     m.add_function(wrap_pyfunction!(functions::pretokenize, m)?)?;
     m.add_function(wrap_pyfunction!(functions::train_bpe, m)?)?;
     m.add("UNICODE_VERSION", crate::UNICODE_VERSION)?;

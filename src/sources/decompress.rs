@@ -8,11 +8,11 @@
 //! frames, several xz streams), and a stream that ends before its end marker is an error: a truncated
 //! download must not pass for a shorter corpus.
 
-use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufReader, ErrorKind, Read};
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use super::kind::Compression;
 use crate::error::Error;
@@ -21,28 +21,30 @@ use crate::error::Error;
 const READ_BUFFER: usize = 256 << 10;
 
 /// What the decoder's input has seen: the bytes read from the file, and whether reading it failed.
+/// Atomics, so that a reader can move between threads (the encoder's readers are shared by its
+/// workers); only one thread reads a file at a time.
 #[derive(Default)]
 struct Seen {
-    bytes: Cell<u64>,
-    failed: Cell<bool>,
+    bytes: AtomicU64,
+    failed: AtomicBool,
 }
 
 /// The file under a decoder, noting what it read in [`Seen`].
 struct Tracked {
     file: File,
-    seen: Rc<Seen>,
+    seen: Arc<Seen>,
 }
 
 impl Read for Tracked {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self.file.read(buf) {
             Ok(n) => {
-                self.seen.bytes.set(self.seen.bytes.get() + n as u64);
+                self.seen.bytes.fetch_add(n as u64, Ordering::Relaxed);
                 Ok(n)
             }
             Err(e) => {
                 if e.kind() != ErrorKind::Interrupted {
-                    self.seen.failed.set(true);
+                    self.seen.failed.store(true, Ordering::Relaxed);
                 }
                 Err(e)
             }
@@ -52,19 +54,19 @@ impl Read for Tracked {
 
 /// What is known of a file being decompressed: how much of it was read, and what its errors mean.
 pub(crate) struct Probe {
-    seen: Rc<Seen>,
+    seen: Arc<Seen>,
     compression: Compression,
 }
 
 /// The decompressed text of `file`, read through the decoder for `compression` (on one thread), and
 /// its probe.
-pub(crate) fn open(file: File, compression: Compression) -> (Box<dyn Read>, Probe) {
-    let seen = Rc::new(Seen::default());
+pub(crate) fn open(file: File, compression: Compression) -> (Box<dyn Read + Send>, Probe) {
+    let seen = Arc::new(Seen::default());
     let tracked = Tracked {
         file,
         seen: seen.clone(),
     };
-    let reader: Box<dyn Read> = match compression {
+    let reader: Box<dyn Read + Send> = match compression {
         Compression::None => Box::new(tracked),
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(
             BufReader::with_capacity(READ_BUFFER, tracked),
@@ -87,14 +89,14 @@ pub(crate) fn open(file: File, compression: Compression) -> (Box<dyn Read>, Prob
 impl Probe {
     /// The bytes of the file (compressed) read so far.
     pub(crate) fn file_bytes(&self) -> u64 {
-        self.seen.bytes.get()
+        self.seen.bytes.load(Ordering::Relaxed)
     }
 
     /// The engine error for `e`, an error of reading the decompressed text of `path`: the file's own
     /// error, out of memory (a reader above could not grow a buffer; `chunk_size` is what it wanted),
     /// or a corrupt or truncated stream.
     pub(crate) fn error(&self, path: &Path, e: io::Error, chunk_size: usize) -> Error {
-        if self.seen.failed.get() || e.kind() == ErrorKind::OutOfMemory {
+        if self.seen.failed.load(Ordering::Relaxed) || e.kind() == ErrorKind::OutOfMemory {
             return Error::read(path, e, chunk_size);
         }
         match self.compression.name() {

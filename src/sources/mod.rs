@@ -10,6 +10,8 @@
 //! - [`count`]: [`CorpusCounts`], and counting files ([`count_sources`]) and in-memory texts
 //!   ([`count_texts`]) into them on all cores, strictly or skipping bad records ([`Errors`]).
 //! - [`counts_file`]: the file [`CorpusCounts`] are saved in.
+//! - [`documents`]: a file's documents in order, a [`Piece`] at a time, for encoding
+//!   ([`open_documents`]).
 //!
 //! Parquet is read by the Python layer (pyarrow), which hands the engine each batch of rows
 //! ([`count_texts`]); the engine only names the format.
@@ -17,8 +19,10 @@
 mod count;
 mod counts_file;
 mod decompress;
+mod documents;
 mod jsonl;
 mod kind;
 
 pub use count::{count_sources, count_texts, CorpusCounts, Errors, SourceOptions, MAX_KEPT_ERRORS};
+pub use documents::{open_documents, DocumentOptions, DocumentReader, Piece};
 pub use kind::{Compression, Format, SourceKind};

@@ -1,0 +1,699 @@
+//! Encoding a dataset into token shards: [`encode_dataset`].
+//!
+//! The inputs are read in order, a [`Piece`] at a time, by whichever worker thread holds the reader:
+//! each piece gets the next sequence number. Workers encode their pieces in parallel, and the calling
+//! thread writes them in sequence into the shard of their input, finishing a shard when its last input
+//! ends. So one large text file keeps every thread busy as `encode_file` does, many small files do too,
+//! and the bytes of every shard depend only on its inputs, never on the threads or the piece sizes
+//! (every piece boundary is a document boundary or a safe cut). A worker takes a piece only within
+//! `2 * threads` pieces of the next one to write, which bounds memory whatever the inputs.
+//!
+//! Reading (decompression, JSON parsing, Python's Parquet batches) is serial, one piece at a time; it
+//! is several times faster than encoding the same text, so on a few cores it keeps the encoders fed.
+//!
+//! Invariants: pieces are written in sequence; a shard is finished (renamed into place, then reported
+//! to the caller) only after its last piece, and the error returned is the first in sequence, so every
+//! shard before it is complete and none after it was started.
+
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
+
+use super::writer::{Shard, ShardFormat, ShardWriter};
+use crate::encode::cache::{CacheCap, Scratch};
+use crate::encode::file::{to_le_bytes, Dtype};
+use crate::encode::Encoder;
+use crate::error::{try_push, try_reserve, Error, Result};
+use crate::progress::Progress;
+use crate::sources::{
+    open_documents, DocumentOptions, DocumentReader, Errors, Piece, SourceKind, MAX_KEPT_ERRORS,
+};
+use crate::special::Segment;
+use crate::threads::{thread_count, StartGate};
+
+/// Where a shard's documents come from.
+pub enum DatasetInput<'a> {
+    /// A source file, read by the engine ([`open_documents`]).
+    File(PathBuf, SourceKind),
+    /// Documents read elsewhere (the Python layer's Parquet batches and iterables of `str`).
+    Reader(Box<dyn DocumentReader + 'a>),
+}
+
+/// One input and the shard it goes into.
+pub struct DatasetJob<'a> {
+    /// The documents.
+    pub input: DatasetInput<'a>,
+    /// The shard's name: consecutive jobs with the same name go into one shard, in order.
+    pub shard: String,
+}
+
+/// How to encode a dataset.
+#[derive(Clone, Copy, Debug)]
+pub struct DatasetOptions<'a> {
+    /// The shards' layout.
+    pub format: ShardFormat,
+    /// The ids' type in the shards.
+    pub dtype: Dtype,
+    /// The id written after every document, if any.
+    pub eot: Option<u32>,
+    /// The special token that separates the documents of a text file (a file is one document when it
+    /// is not one of the encoder's special tokens).
+    pub separator: Option<&'a str>,
+    /// The field of JSON lines records that holds the text.
+    pub text_field: &'a str,
+    /// Whether a bad record fails the work or is skipped.
+    pub errors: Errors,
+    /// Worker threads; `None` uses every core (see [`crate::thread_count`]).
+    pub num_threads: Option<usize>,
+    /// About how many bytes of text a piece holds (see [`crate::DEFAULT_CHUNK_SIZE`]).
+    pub chunk_size: usize,
+    /// The bytes of all inputs, for progress reports (0 when unknown).
+    pub total_bytes: u64,
+}
+
+/// What was encoded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DatasetSummary {
+    /// Ids written.
+    pub tokens: u64,
+    /// Documents written.
+    pub documents: u64,
+    /// Bad records skipped ([`Errors::Skip`]).
+    pub skipped: u64,
+    /// The messages of the first [`MAX_KEPT_ERRORS`] records skipped, in order.
+    pub skipped_errors: Vec<String>,
+    /// Bytes of input read (compressed, as on disk).
+    pub input_bytes: u64,
+}
+
+/// What a shard holds besides its files ([`Shard`]): what `on_shard` gets with it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShardInputs {
+    /// Bad records skipped in its inputs ([`Errors::Skip`]).
+    pub skipped: u64,
+    /// Bytes of text encoded (UTF-8, the documents' text; a text file's separators included).
+    pub text_bytes: u64,
+}
+
+/// A piece encoded: the ids (little-endian bytes of the dtype) and where its documents end, or the
+/// error that stopped it.
+struct Encoded {
+    job: usize,
+    bytes: Vec<u8>,
+    ends: Vec<u64>,
+    /// The input ended with this piece.
+    ended: bool,
+    input_bytes: u64,
+    text_bytes: u64,
+    skipped: u64,
+    skip_messages: Vec<String>,
+}
+
+/// The inputs, read in order; one worker at a time holds them.
+struct Reading<'a> {
+    inputs: Vec<Option<DatasetInput<'a>>>,
+    next_job: usize,
+    current: Option<(usize, Box<dyn DocumentReader + 'a>)>,
+    /// The sequence number of the next piece.
+    next_seq: u64,
+    /// Set at the end of the inputs, after an error, and when the writer stops: no more pieces.
+    stop: bool,
+    /// Pieces done with, for the next reads: at most one per piece in flight.
+    spare: Vec<Piece>,
+}
+
+impl<'a> Reading<'a> {
+    /// Reads the next piece into `piece`: its job and whether its input ended, or the error; None
+    /// after the last input.
+    fn read(
+        &mut self,
+        piece: &mut Piece,
+        documents: &DocumentOptions<'a>,
+        progress: &dyn Progress,
+    ) -> Option<(usize, Result<bool>)> {
+        if self.current.is_none() {
+            let job = self.next_job;
+            let input = self.inputs.get_mut(job)?.take();
+            self.next_job += 1;
+            let opened = match input {
+                Some(DatasetInput::File(path, kind)) => {
+                    open_documents(&path, kind, documents, progress)
+                }
+                Some(DatasetInput::Reader(reader)) => Ok(reader),
+                None => unreachable!("each input is opened once"),
+            };
+            match opened {
+                Ok(reader) => self.current = Some((job, reader)),
+                Err(e) => return Some((job, Err(e))),
+            }
+        }
+        let (job, reader) = self.current.as_mut().expect("opened above");
+        let job = *job;
+        let read = reader.read(piece);
+        if !matches!(read, Ok(false)) {
+            self.current = None;
+        }
+        Some((job, read))
+    }
+}
+
+/// Encoded pieces on their way to the writer.
+struct Queue {
+    /// At most one per piece in flight, in any order.
+    encoded: Vec<(u64, Result<Encoded>)>,
+    /// Workers that may still add to `encoded`.
+    workers: usize,
+    /// Output buffers written, for the next pieces.
+    spare_out: Vec<Vec<u8>>,
+}
+
+/// A worker's own buffers and caches, kept from piece to piece.
+#[derive(Default)]
+struct Worker {
+    /// Made with the first piece, so that failing to allocate it is that piece's error.
+    scratch: Option<Scratch>,
+    ids: Vec<u32>,
+}
+
+/// What workers share.
+struct Shared<'a, 'o> {
+    encoder: &'o Encoder,
+    options: &'o DatasetOptions<'a>,
+    documents: DocumentOptions<'a>,
+    progress: &'o dyn Progress,
+    /// The path of each input read by the engine, for errors found while encoding.
+    paths: Vec<Option<PathBuf>>,
+    /// The index among the encoder's special tokens of the one that separates documents.
+    separator: Option<usize>,
+    reading: Mutex<Reading<'a>>,
+    queue: Mutex<Queue>,
+    /// Pieces written (updated under `window`).
+    written: AtomicU64,
+    window: Mutex<()>,
+    /// Signalled when a piece was written or the work stopped.
+    room: Condvar,
+    /// Signalled when a piece was encoded or a worker ended.
+    ready: Condvar,
+    /// Pieces in flight at most.
+    in_flight: u64,
+}
+
+/// Counts a worker out when it ends, by returning or by panicking, and wakes the writer.
+struct WorkerDone<'s, 'a, 'o>(&'s Shared<'a, 'o>);
+
+impl Drop for WorkerDone<'_, '_, '_> {
+    fn drop(&mut self) {
+        let shared = self.0;
+        shared
+            .queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .workers -= 1;
+        shared.ready.notify_all();
+    }
+}
+
+impl<'a> Shared<'a, '_> {
+    fn reading(&self) -> std::sync::MutexGuard<'_, Reading<'a>> {
+        self.reading.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stops the reading, and wakes the workers that wait for room.
+    fn stop(&self) {
+        self.reading().stop = true;
+        let _window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
+        self.room.notify_all();
+    }
+
+    /// Takes the next piece, once fewer than `in_flight` wait to be written, reads and encodes it;
+    /// None at the end of the inputs or once stopped.
+    fn next_piece(&self, worker: &mut Worker) -> Option<(u64, Result<Encoded>)> {
+        let (seq, job, read, mut piece) = loop {
+            let mut reading = self.reading();
+            if reading.stop {
+                return None;
+            }
+            let seq = reading.next_seq;
+            if seq >= self.written.load(Ordering::Acquire) + self.in_flight {
+                drop(reading);
+                let mut window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
+                while seq >= self.written.load(Ordering::Acquire) + self.in_flight
+                    && !self.reading().stop
+                {
+                    window = self
+                        .room
+                        .wait(window)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+                continue;
+            }
+            let mut piece = reading.spare.pop().unwrap_or_default();
+            let Some((job, read)) = reading.read(&mut piece, &self.documents, self.progress) else {
+                reading.stop = true;
+                drop(reading);
+                self.stop();
+                return None;
+            };
+            reading.next_seq += 1;
+            // Nothing after an error is read: it is the last piece.
+            reading.stop |= read.is_err();
+            break (seq, job, read, piece);
+        };
+        let bytes = self.queue().spare_out.pop().unwrap_or_default();
+        let encoded = read.and_then(|ended| {
+            let (bytes, ends) = self.encode(job, &piece, worker, bytes)?;
+            Ok(Encoded {
+                job,
+                bytes,
+                ends,
+                ended,
+                input_bytes: piece.input_bytes,
+                text_bytes: piece.text.len() as u64,
+                skipped: piece.skipped,
+                skip_messages: std::mem::take(&mut piece.skip_messages),
+            })
+        });
+        self.reading().spare.push(piece);
+        Some((seq, encoded))
+    }
+
+    /// The ids of `piece` (of input `job`) as the bytes of the dtype, into `bytes`, and where its
+    /// documents end.
+    fn encode(
+        &self,
+        job: usize,
+        piece: &Piece,
+        worker: &mut Worker,
+        mut bytes: Vec<u8>,
+    ) -> Result<(Vec<u8>, Vec<u64>)> {
+        let (encoder, options) = (self.encoder, self.options);
+        let scratch = match &mut worker.scratch {
+            Some(scratch) => scratch,
+            None => worker.scratch.insert(
+                Scratch::for_text(options.chunk_size, CacheCap::CALL)
+                    .map_err(|e| e.named("the encoder's caches"))?,
+            ),
+        };
+        let ids = &mut worker.ids;
+        ids.clear();
+        let mut ends = Vec::new();
+        let oom = |e: crate::AllocError| e.named("the ids of a piece");
+        // Ends the document whose ids were just pushed.
+        let mut end_document = |ids: &mut Vec<u32>| -> Result<()> {
+            if let Some(eot) = options.eot {
+                try_push(ids, eot).map_err(oom)?;
+            }
+            try_push(&mut ends, ids.len() as u64).map_err(oom)
+        };
+        match piece.split {
+            Some(offset) => {
+                let text = std::str::from_utf8(&piece.text).map_err(|e| Error::InvalidUtf8 {
+                    path: self.paths[job].clone().unwrap_or_default(),
+                    offset: offset + e.valid_up_to() as u64,
+                })?;
+                let (specials, _) = encoder.specials();
+                // Where the document being encoded starts, and where the next segment does.
+                let (mut start, mut at) = (0, 0);
+                for segment in specials.split(text) {
+                    match segment {
+                        Segment::Text(part) => {
+                            at = part.as_ptr() as usize - text.as_ptr() as usize + part.len();
+                        }
+                        Segment::Special(i) => {
+                            let token_start = at;
+                            at += specials.tokens()[i].len();
+                            if Some(i) == self.separator {
+                                encoder.encode_with(&text[start..token_start], ids, scratch)?;
+                                end_document(ids)?;
+                                start = at;
+                            }
+                        }
+                    }
+                }
+                encoder.encode_with(&text[start..], ids, scratch)?;
+            }
+            None => {
+                let mut start = 0;
+                for &end in &piece.ends {
+                    let text = std::str::from_utf8(&piece.text[start..end])
+                        .expect("records are checked as they are read");
+                    encoder.encode_with(text, ids, scratch)?;
+                    end_document(ids)?;
+                    start = end;
+                }
+            }
+        }
+        to_le_bytes(ids, options.dtype, &mut bytes)?;
+        Ok((bytes, ends))
+    }
+}
+
+/// Encodes the documents of `jobs` into shards in `folder` ([`ShardWriter`]: written under temporary
+/// names, renamed into place when whole), on `options.num_threads` worker threads (fewer when not all
+/// can start), and calls `on_shard` with each shard once it is in place, and what its inputs held.
+///
+/// Every record of a JSON lines file or of a reader is a document, followed by `options.eot` when
+/// given; a text file's documents are separated by `options.separator` (the token itself is not
+/// written; `options.eot` follows each document, the last one included). The bytes of each shard depend
+/// only on its inputs and the options, whatever the threads.
+///
+/// Fails with the first error in input order: an input that cannot be opened or read (naming it),
+/// invalid UTF-8 in a text file, a bad record in strict mode, a shard that cannot be written, an error
+/// from `on_shard`, or when memory runs out or `progress` asks to stop. The shards finished before it
+/// stay; the one being written is removed.
+pub fn encode_dataset<'a>(
+    encoder: &Encoder,
+    folder: &Path,
+    jobs: Vec<DatasetJob<'a>>,
+    options: &DatasetOptions<'a>,
+    on_shard: &mut dyn FnMut(&Shard, ShardInputs) -> Result<()>,
+    progress: &dyn Progress,
+) -> Result<DatasetSummary> {
+    let (specials, _) = encoder.specials();
+    let separator = options
+        .separator
+        .and_then(|s| specials.tokens().iter().position(|t| t == s));
+    let eot_bytes = match options.eot {
+        Some(eot) => {
+            let mut bytes = Vec::new();
+            to_le_bytes(&[eot], options.dtype, &mut bytes)?;
+            Some(bytes)
+        }
+        None => None,
+    };
+    let threads = thread_count(options.num_threads);
+    let in_flight = 2 * threads;
+    let shards: Vec<String> = jobs.iter().map(|j| j.shard.clone()).collect();
+    let paths = jobs
+        .iter()
+        .map(|j| match &j.input {
+            DatasetInput::File(path, _) => Some(path.clone()),
+            DatasetInput::Reader(_) => None,
+        })
+        .collect();
+    let (mut encoded, mut spare_out, mut spare) = (Vec::new(), Vec::new(), Vec::new());
+    let queue_oom = |e: crate::AllocError| e.named("the queue of pieces");
+    try_reserve(&mut encoded, in_flight).map_err(queue_oom)?;
+    try_reserve(&mut spare_out, in_flight).map_err(queue_oom)?;
+    try_reserve(&mut spare, in_flight + threads).map_err(queue_oom)?;
+    let shared = Shared {
+        encoder,
+        options,
+        documents: DocumentOptions {
+            specials,
+            text_field: options.text_field,
+            errors: options.errors,
+            chunk_size: options.chunk_size,
+        },
+        progress,
+        paths,
+        separator,
+        reading: Mutex::new(Reading {
+            inputs: jobs.into_iter().map(|j| Some(j.input)).collect(),
+            next_job: 0,
+            current: None,
+            next_seq: 0,
+            stop: false,
+            spare,
+        }),
+        queue: Mutex::new(Queue {
+            encoded,
+            workers: 0,
+            spare_out,
+        }),
+        written: AtomicU64::new(0),
+        window: Mutex::new(()),
+        room: Condvar::new(),
+        ready: Condvar::new(),
+        in_flight: in_flight as u64,
+    };
+    let gate = StartGate::default();
+    std::thread::scope(|scope| {
+        let shared = &shared;
+        let mut workers = Vec::new();
+        try_reserve(&mut workers, threads).map_err(queue_oom)?;
+        for _ in 0..threads {
+            shared.queue().workers += 1;
+            let gate = &gate;
+            let started = std::thread::Builder::new().spawn_scoped(scope, move || {
+                let _done = WorkerDone(shared);
+                gate.enter();
+                let mut worker = Worker::default();
+                let work = || {
+                    while let Some(encoded) = shared.next_piece(&mut worker) {
+                        // Room reserved: at most `in_flight` pieces (and one per worker past the
+                        // window check) are between written and read.
+                        shared.queue().encoded.push(encoded);
+                        shared.ready.notify_all();
+                    }
+                };
+                // A panic would leave its piece unwritten and the writer waiting for it: stop
+                // everyone, then let the panic reach the caller through `join`.
+                if let Err(panic) = catch_unwind(AssertUnwindSafe(work)) {
+                    shared.stop();
+                    resume_unwind(panic);
+                }
+            });
+            match started {
+                Ok(worker) => workers.push(worker),
+                // Out of memory for a stack, or at the process's thread limit: the workers that
+                // started do the work.
+                Err(_) => {
+                    shared.queue().workers -= 1;
+                    break;
+                }
+            }
+        }
+        gate.open(workers.len());
+        // With no worker at all, this thread encodes each piece before writing it.
+        let mut alone = workers.is_empty().then(Worker::default);
+        let next_in_order = |written: u64| -> Option<Result<Encoded>> {
+            if let Some(worker) = &mut alone {
+                return shared.next_piece(worker).map(|(_, encoded)| encoded);
+            }
+            let mut queue = shared.queue();
+            loop {
+                if let Some(at) = queue.encoded.iter().position(|&(seq, _)| seq == written) {
+                    return Some(queue.encoded.swap_remove(at).1);
+                }
+                if queue.workers == 0 {
+                    return None;
+                }
+                queue = shared
+                    .ready
+                    .wait(queue)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        let mut writer = Writer {
+            shared,
+            folder,
+            shards: &shards,
+            eot: eot_bytes.as_deref(),
+            on_shard,
+            current: None,
+            summary: DatasetSummary::default(),
+        };
+        let result = writer.write_all(next_in_order);
+        drop(writer.current.take());
+        shared.stop();
+        for worker in workers {
+            if let Err(panic) = worker.join() {
+                resume_unwind(panic);
+            }
+        }
+        result.map(|()| writer.summary)
+    })
+}
+
+/// The calling thread's side: writes the pieces in sequence into their shards.
+struct Writer<'s, 'a, 'o, 'f> {
+    shared: &'s Shared<'a, 'o>,
+    folder: &'f Path,
+    shards: &'f [String],
+    eot: Option<&'f [u8]>,
+    on_shard: &'f mut dyn FnMut(&Shard, ShardInputs) -> Result<()>,
+    /// The shard being written, and what its inputs held so far.
+    current: Option<(ShardWriter, ShardInputs)>,
+    summary: DatasetSummary,
+}
+
+impl Writer<'_, '_, '_, '_> {
+    fn write_all(
+        &mut self,
+        mut next_in_order: impl FnMut(u64) -> Option<Result<Encoded>>,
+    ) -> Result<()> {
+        let shared = self.shared;
+        let options = shared.options;
+        let mut written = 0;
+        while let Some(encoded) = next_in_order(written) {
+            let piece = encoded?;
+            let name = &self.shards[piece.job];
+            let (shard, inputs) = match &mut self.current {
+                Some(current) => current,
+                None => self.current.insert((
+                    ShardWriter::create(self.folder, name, options.format, options.dtype)?,
+                    ShardInputs::default(),
+                )),
+            };
+            shard.write(&piece.bytes, &piece.ends)?;
+            inputs.skipped += piece.skipped;
+            inputs.text_bytes += piece.text_bytes;
+            let summary = &mut self.summary;
+            summary.documents += piece.ends.len() as u64;
+            summary.skipped += piece.skipped;
+            summary.input_bytes += piece.input_bytes;
+            let room = MAX_KEPT_ERRORS - summary.skipped_errors.len();
+            summary
+                .skipped_errors
+                .extend(piece.skip_messages.into_iter().take(room));
+            if piece.ended {
+                let before = shard.documents();
+                shard.end_open_document(self.eot)?;
+                summary.documents += shard.documents() - before;
+                if self.shards.get(piece.job + 1) != Some(name) {
+                    let (shard, inputs) = self.current.take().expect("written above");
+                    let shard = shard.finish()?;
+                    self.summary.tokens += shard.tokens;
+                    (self.on_shard)(&shard, inputs)?;
+                }
+            }
+            written += 1;
+            {
+                let _window = shared.window.lock().unwrap_or_else(PoisonError::into_inner);
+                shared.written.store(written, Ordering::Release);
+                shared.room.notify_all();
+            }
+            shared.queue().spare_out.push(piece.bytes);
+            let tokens = self.summary.tokens + self.current.as_ref().map_or(0, |c| c.0.tokens());
+            shared.progress.encoded(
+                self.summary.input_bytes,
+                options.total_bytes,
+                self.summary.documents,
+                tokens,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::Silent;
+    use crate::sources::Format;
+    use crate::Compression;
+
+    const EOT: &str = "<|endoftext|>";
+
+    fn encoder() -> Encoder {
+        let mut vocab: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        vocab.push((256, b"th".to_vec()));
+        vocab.push((257, b"the".to_vec()));
+        vocab.push((258, EOT.as_bytes().to_vec()));
+        let merges = [
+            (b"t".to_vec(), b"h".to_vec()),
+            (b"th".to_vec(), b"e".to_vec()),
+        ];
+        Encoder::new(&vocab, &merges, &[EOT.to_string()]).unwrap()
+    }
+
+    fn ids(e: &Encoder, text: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        e.encode(text, &mut out).unwrap();
+        out
+    }
+
+    /// The documents of the shard `name`, from its npy files.
+    fn documents(folder: &Path, name: &str) -> Vec<Vec<u32>> {
+        let data = std::fs::read(folder.join(format!("{name}.npy"))).unwrap();
+        let index = std::fs::read(folder.join(format!("{name}.offsets.npy"))).unwrap();
+        let ids: Vec<u32> = data[128..]
+            .chunks_exact(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as u32)
+            .collect();
+        let offsets: Vec<usize> = index[128..]
+            .chunks_exact(8)
+            .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as usize)
+            .collect();
+        offsets
+            .windows(2)
+            .map(|w| ids[w[0]..w[1]].to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn documents_come_out_whole_and_the_same_whatever_the_threads_and_pieces() {
+        let dir = std::env::temp_dir().join(format!("bytepair-dataset-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let stories: Vec<String> = (0..40)
+            .map(|i| "the other one thought ".repeat(i % 7) + "then")
+            .collect();
+        std::fs::write(dir.join("a.txt"), stories.join(EOT)).unwrap();
+        let records: String = stories
+            .iter()
+            .map(|s| format!("{{\"text\": \"{s}\"}}\n"))
+            .collect();
+        std::fs::write(dir.join("b.jsonl"), records).unwrap();
+        let e = encoder();
+        let mut outputs = Vec::new();
+        for (threads, chunk_size) in [(1, 1 << 20), (3, 50), (4, 7)] {
+            let out = dir.join(format!("out-{threads}"));
+            std::fs::create_dir_all(&out).unwrap();
+            let file = |name: &str, format| {
+                let kind = SourceKind {
+                    format,
+                    compression: Compression::None,
+                };
+                DatasetInput::File(dir.join(name), kind)
+            };
+            let jobs = vec![
+                DatasetJob {
+                    input: file("a.txt", Format::Txt),
+                    shard: "a".to_string(),
+                },
+                DatasetJob {
+                    input: file("b.jsonl", Format::JsonLines),
+                    shard: "b".to_string(),
+                },
+            ];
+            let options = DatasetOptions {
+                format: ShardFormat::Npy,
+                dtype: Dtype::U16,
+                eot: Some(258),
+                separator: Some(EOT),
+                text_field: "text",
+                errors: Errors::Strict,
+                num_threads: Some(threads),
+                chunk_size,
+                total_bytes: 0,
+            };
+            let mut done = Vec::new();
+            let mut on_shard = |shard: &Shard, _: ShardInputs| {
+                done.push(shard.name.clone());
+                Ok(())
+            };
+            let summary = encode_dataset(&e, &out, jobs, &options, &mut on_shard, &Silent).unwrap();
+            assert_eq!(done, ["a", "b"]);
+            assert_eq!(summary.documents, 80);
+            let want: Vec<Vec<u32>> = stories
+                .iter()
+                .map(|s| [ids(&e, s), vec![258]].concat())
+                .collect();
+            assert_eq!(documents(&out, "a"), want);
+            assert_eq!(documents(&out, "b"), want);
+            outputs.push(
+                ["a.npy", "a.offsets.npy", "b.npy", "b.offsets.npy"]
+                    .map(|f| std::fs::read(out.join(f)).unwrap()),
+            );
+        }
+        assert!(outputs.windows(2).all(|w| w[0] == w[1]));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
