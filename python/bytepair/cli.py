@@ -226,7 +226,8 @@ def _count(args: argparse.Namespace) -> None:
 
 def _encode(args: argparse.Namespace) -> None:
     tok = Tokenizer.from_dir(args.dir)
-    if args.format is None and args.output.endswith(".npy"):
+    one_file = args.format is None and _one_text_file(args.input)
+    if one_file and not (args.output.endswith(("/", os.sep)) or os.path.isdir(args.output)):
         _encode_file(args, tok)
         return
     part = _part(args)
@@ -255,12 +256,17 @@ def _encode(args: argparse.Namespace) -> None:
         print(f"  skipped: {message}")
 
 
+def _one_text_file(inputs: list[str]) -> bool:
+    """Whether ``inputs`` is one uncompressed text file (a ``.txt``, or a name that gives no kind: a FIFO,
+    ``/dev/stdin``)."""
+    if len(inputs) != 1 or not os.path.exists(inputs[0]) or os.path.isdir(inputs[0]):
+        return False
+    (f,) = resolve(inputs[0]).files
+    return (f.format, f.compression) == ("txt", None)
+
+
 def _encode_file(args: argparse.Namespace, tok: Tokenizer) -> None:
     """``bytepair encode DIR INPUT -o OUT.npy``: one text file into one array, as before shards."""
-    if len(args.input) != 1:
-        raise ValueError(
-            "an OUT.npy output takes one INPUT text file; give a directory and --format for shards"
-        )
     (path,) = args.input
     size = os.path.getsize(path)
     start = time.monotonic()
@@ -505,8 +511,9 @@ def _parser() -> argparse.ArgumentParser:
         "after each document (unless --no-eot), and a manifest. Rerun the same command after an "
         "interruption: complete shards are skipped. 'bytepair shards OUT' describes and checks them. "
         "--shard-index I --num-shards N makes only the I-th of N parts of the inputs' shards, for job "
-        "arrays writing into one OUT. With one text file INPUT and OUT ending in .npy (and no --format), "
-        "writes one .npy array of all its ids instead (uint16 when the vocabulary fits, else uint32).",
+        "arrays writing into one OUT. With one uncompressed text file INPUT and no --format, OUT is one "
+        ".npy array of all its ids instead, as before shards (uint16 when the vocabulary fits, else "
+        "uint32), unless OUT is a directory.",
         "  bytepair encode tok 'fineweb/*.parquet' -o shards --format megatron",
         "  bytepair encode tok data/ -o shards --format bin --shard-index $I --num-shards 16",
         "  bytepair encode tok corpus.txt -o corpus.npy",
