@@ -183,6 +183,67 @@ def test_resume_after_sigkill_in_the_middle_of_a_shard_is_byte_identical(tmp_pat
     bytepair.shards.open(out).verify()
 
 
+def test_ctrl_c_in_the_middle_of_a_shard_leaves_no_partial_shard_and_a_rerun_completes(tmp_path, gpt2):
+    paths = write_corpus(tmp_path / "in", files=3, per_file=40)
+    out = tmp_path / "out"
+
+    def progress(phase, done, total, documents, tokens):
+        if documents > 50:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        encode_dataset(gpt2, gpt2._encoder, paths, out, format="bin", progress=progress, _chunk_size=2000)
+    manifest = bytepair.shards.read_manifest(out / "manifest.json")
+    assert [s["name"] for s in manifest["shards"]] == ["00000-part-0"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "00000-part-0.bin",
+        "00000-part-0.idx.npy",
+        "manifest.json",
+    ]
+    summary = gpt2.encode_dataset(paths, out, format="bin")
+    assert summary.written == ["00001-part-1", "00002-part-2"]
+    gpt2.encode_dataset(paths, tmp_path / "whole", format="bin")
+    assert digest(out) == digest(tmp_path / "whole")
+
+
+FULL_DISK = textwrap.dedent(
+    """
+    import resource, signal, sys
+    import bytepair
+    # Files may not grow past 64 KB, as on a disk that is full: writes fail with EFBIG.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64_000, 64_000))
+    tok = bytepair.Tokenizer.from_files(sys.argv[1], sys.argv[2], ["<|endoftext|>"])
+    try:
+        tok.encode_dataset(sys.argv[4:], sys.argv[3], format="npy", num_threads=2)
+    except OSError as e:
+        print(e.errno, e)
+    """
+)
+
+
+def test_a_full_disk_fails_and_no_shard_that_did_not_fit_is_recorded(tmp_path, gpt2):
+    # Three shards of about 2, 11 and 140 KB of ids: the third cannot be written whole.
+    paths = []
+    for i, n in enumerate([4, 16, 200]):
+        path = tmp_path / "in" / f"part-{i}.txt"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(EOT.join(corpus_documents(n)))
+        paths.append(path)
+    script = tmp_path / "full.py"
+    script.write_text(FULL_DISK)
+    args = [sys.executable, str(script), str(CS336 / "gpt2_vocab.json"), str(CS336 / "gpt2_merges.txt")]
+    run = subprocess.run(
+        [*args, str(tmp_path / "out"), *map(str, paths)], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("27 "), run.stdout  # EFBIG
+    shards = bytepair.shards.open(tmp_path / "out")
+    assert [s.name for s in shards.shards] == ["00000-part-0", "00001-part-1"]
+    shards.verify()
+    assert not any(p.name.startswith((".bp-", "00002")) for p in (tmp_path / "out").iterdir())
+
+
 def test_a_complete_shard_set_is_skipped_whole(tmp_path, gpt2):
     paths = write_corpus(tmp_path / "in", files=2, per_file=5)
     gpt2.encode_dataset(paths, tmp_path / "out")
