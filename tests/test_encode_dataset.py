@@ -244,6 +244,28 @@ def test_a_full_disk_fails_and_no_shard_that_did_not_fit_is_recorded(tmp_path, g
     assert not any(p.name.startswith((".bp-", "00002")) for p in (tmp_path / "out").iterdir())
 
 
+def test_a_large_set_s_manifest_is_written_now_and_then_and_always_at_the_end(tmp_path, gpt2, monkeypatch):
+    """Past _EVERY_SHARD_UNTIL shards the manifest is rewritten at most every _EVERY_SECONDS (here: never
+    during the run), and whatever ends the run, every shard finished is recorded."""
+    monkeypatch.setattr(bytepair.dataset, "_EVERY_SHARD_UNTIL", 1)
+    monkeypatch.setattr(bytepair.dataset, "_EVERY_SECONDS", 1e9)
+    paths = write_corpus(tmp_path / "in", files=4, per_file=20)
+    listed = []
+
+    def progress(phase, done, total, documents, tokens):
+        listed.append(len(bytepair.shards.read_manifest(tmp_path / "out" / "manifest.json")["shards"]))
+        if documents > 50:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        encode_dataset(gpt2, gpt2._encoder, paths, tmp_path / "out", progress=progress, _chunk_size=2000)
+    assert set(listed) == {0}
+    assert [s.name for s in bytepair.shards.open(tmp_path / "out").shards] == ["00000-part-0", "00001-part-1"]
+    summary = gpt2.encode_dataset(paths, tmp_path / "out")
+    assert summary.written == ["00002-part-2", "00003-part-3"]
+    assert bytepair.shards.open(tmp_path / "out").documents == 80
+
+
 def test_a_complete_shard_set_is_skipped_whole(tmp_path, gpt2):
     paths = write_corpus(tmp_path / "in", files=2, per_file=5)
     gpt2.encode_dataset(paths, tmp_path / "out")

@@ -38,6 +38,9 @@ DEFAULT_EOT = "<|endoftext|>"
 # about this many bytes of text: each batch is a piece in flight, a few per thread, so memory stays small.
 _BATCH_CHARACTERS = 1 << 20
 _PARQUET_BATCH_BYTES = 4 << 20
+# The manifest is rewritten after every shard until it lists this many, then at most this often.
+_EVERY_SHARD_UNTIL = 1000
+_EVERY_SECONDS = 10.0
 _TEMPORARY = re.compile(r"\.bp-[0-9a-f]{16}\.tmp")
 
 
@@ -430,6 +433,8 @@ def encode_dataset(
     identities = {name: [item.identity() for item in inputs] for name, inputs in todo}
     total = sum(item.file.size for _, inputs in todo for item in inputs if item.file is not None)
 
+    recorder = _Recorder(manifest_path, manifest)
+
     def on_shard(shard: tuple[Any, ...]) -> None:
         name, tokens, documents, skipped, text_bytes, files = shard
         record = {
@@ -441,32 +446,66 @@ def encode_dataset(
             "skipped": skipped,
             "files": [{"name": f, "bytes": size, "crc32": f"{crc:08x}"} for f, size, crc in files],
         }
-        manifest["shards"] = sorted([*manifest["shards"], record], key=lambda r: r["name"])
-        write_atomically(manifest_path, _dumps(manifest))
+        recorder.add(record)
         summary.written.append(name)
 
     with ProgressBar() if progress is True else contextlib.nullcontext() as bar:
         callback = bar if progress is True else progress if callable(progress) else None
-        tokens, documents, skipped, skipped_errors, input_bytes = _core.encode_dataset(
-            engine,
-            out,
-            jobs,
-            format,
-            bits,
-            eot_id,
-            separator,
-            text_field,
-            errors == "skip",
-            num_threads,
-            _chunk_size,
-            total,
-            on_shard,
-            callback,
-        )
+        try:
+            tokens, documents, skipped, skipped_errors, input_bytes = _core.encode_dataset(
+                engine,
+                out,
+                jobs,
+                format,
+                bits,
+                eot_id,
+                separator,
+                text_field,
+                errors == "skip",
+                num_threads,
+                _chunk_size,
+                total,
+                on_shard,
+                callback,
+            )
+        except BaseException:
+            # The shards finished before the error are complete: record them, unless that fails too
+            # (a full disk), which must not hide the error.
+            with contextlib.suppress(OSError):
+                recorder.write()
+            raise
+        recorder.write()
     summary.tokens, summary.documents, summary.input_bytes = tokens, documents, input_bytes
     summary.skipped, summary.skipped_errors = skipped, skipped_errors
     summary.seconds = time.monotonic() - started
     return summary
+
+
+class _Recorder:
+    """Keeps the manifest on disk: rewritten whole (atomically) after each shard while it lists fewer than
+    :data:`_EVERY_SHARD_UNTIL` shards, then at most every :data:`_EVERY_SECONDS`, so that a set of tens of
+    thousands of shards does not rewrite a growing file each time; the caller writes it at the end."""
+
+    def __init__(self, path: str, manifest: dict[str, Any]) -> None:
+        self.path, self.manifest = path, manifest
+        self.unwritten = False
+        self.written_at = time.monotonic()
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.manifest["shards"].append(record)
+        self.unwritten = True
+        if (
+            len(self.manifest["shards"]) < _EVERY_SHARD_UNTIL
+            or time.monotonic() - self.written_at >= _EVERY_SECONDS
+        ):
+            self.write()
+
+    def write(self) -> None:
+        if self.unwritten:
+            self.manifest["shards"].sort(key=lambda r: r["name"])
+            write_atomically(self.path, _dumps(self.manifest))
+            self.unwritten = False
+            self.written_at = time.monotonic()
 
 
 def _dumps(manifest: dict[str, Any]) -> str:
