@@ -310,6 +310,13 @@ def test_a_folder_of_other_files_is_refused_and_left_alone(tmp_path, gpt2):
     assert (out / "00000-part-0.bin").read_bytes() == b"someone else's"
 
 
+def test_an_output_inside_a_source_directory_is_refused(tmp_path, gpt2):
+    write_corpus(tmp_path / "in", files=1, per_file=2)
+    with pytest.raises(ValueError, match="is inside the source directory"):
+        gpt2.encode_dataset(tmp_path / "in", tmp_path / "in" / "shards")
+    assert not (tmp_path / "in" / "shards").exists()
+
+
 def test_a_missing_end_of_text_token_is_refused_before_anything_is_written(tmp_path):
     tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
     (tmp_path / "a.txt").write_text("text")

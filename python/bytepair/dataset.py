@@ -325,6 +325,21 @@ def _source(item: _Input, text_field: str) -> Any:
     return (f.path, f.format, f.compression)
 
 
+def _check_not_inside(out: str, sources: Source) -> None:
+    """ValueError when ``out`` is inside a directory among ``sources``: its shards and manifest would be
+    read back as inputs by the next run."""
+    paths = sources if isinstance(sources, (list, tuple)) else [sources]
+    real_out = os.path.realpath(out)
+    for source in paths:
+        if isinstance(source, (str, bytes, os.PathLike)) and os.path.isdir(source):
+            folder = os.path.realpath(os.fsdecode(source))
+            if os.path.commonpath([real_out, folder]) == folder:
+                raise ValueError(
+                    f"{out} is inside the source directory {os.fsdecode(source)}: the next run would read "
+                    f"the shards as inputs; write them elsewhere"
+                )
+
+
 def _plan(
     sources: Source, single_output: bool | str, part: tuple[int, int] | None
 ) -> tuple[list[tuple[str, list[_Input]]], list[str]]:
@@ -397,6 +412,7 @@ def encode_dataset(
     dtype = "uint16" if bits == 16 else ("int32" if format == "megatron" else "uint32")
     if format == "megatron" and tok.vocab_size > 1 << 31:
         raise ValueError("Megatron's ids are int32: a vocabulary of more than 2**31 ids does not fit")
+    _check_not_inside(out, sources)
     plan, labels = _plan(sources, single_output, part)
     config: dict[str, Any] = {
         "bytepair_shards": shards.MANIFEST_VERSION,
