@@ -10,11 +10,16 @@
 //! process-wide state breaks such children (rayon's, through crossbeam's epoch lists, crashed them with
 //! "double free or corruption").
 //!
+//! Every thread is started with [`spawn_scoped`], which a `fork()` in another thread waits for: glibc
+//! cannot fork while a thread is being started (see [`spawn_scoped`]).
+//!
 //! Invariant: every thread a call starts has ended when the call returns.
 
+use std::io;
 use std::num::NonZeroUsize;
 use std::panic::resume_unwind;
 use std::sync::{Condvar, Mutex, PoisonError};
+use std::thread::{Scope, ScopedJoinHandle};
 
 /// How many threads may run at once here: the cores this process may use (CPU affinity and cgroup
 /// quota included), at least 1.
@@ -49,7 +54,7 @@ pub(crate) fn run_on_threads<T: Send>(threads: usize, work: impl Fn() -> T + Syn
                     gate.enter();
                     work()
                 };
-                std::thread::Builder::new().spawn_scoped(scope, helper).ok()
+                spawn_scoped(scope, helper).ok()
             })
             .collect();
         gate.open(helpers.len());
@@ -60,6 +65,100 @@ pub(crate) fn run_on_threads<T: Send>(threads: usize, work: impl Fn() -> T + Syn
         }
         results
     })
+}
+
+/// Starts a scoped thread, as `std::thread::Builder::spawn_scoped` does, while no other thread of
+/// this process forks.
+///
+/// glibc's `pthread_create` reuses the stack of a thread that ended, and first frees the blocks of
+/// thread-local storage that the old thread allocated in libraries loaded with `dlopen` (this one),
+/// after taking the stack off its cache and without a lock. A `fork()` by another thread in that
+/// moment gives the child the stack back in its cache with pointers to blocks already freed, and the
+/// child's first threads free them again: "free(): invalid pointer", "double free or corruption". A
+/// `pthread_atfork` handler makes `fork()` wait until the threads being started here have started.
+pub(crate) fn spawn_scoped<'scope, T: Send + 'scope>(
+    scope: &'scope Scope<'scope, '_>,
+    f: impl FnOnce() -> T + Send + 'scope,
+) -> io::Result<ScopedJoinHandle<'scope, T>> {
+    let _starting = fork_guard::Starting::enter();
+    std::thread::Builder::new().spawn_scoped(scope, f)
+}
+
+#[cfg(unix)]
+mod fork_guard {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Once;
+    use std::time::Duration;
+
+    /// Threads being started now.
+    static STARTING: AtomicUsize = AtomicUsize::new(0);
+    /// Forks under way (more than one when threads fork at once).
+    static FORKING: AtomicUsize = AtomicUsize::new(0);
+    static REGISTER: Once = Once::new();
+
+    /// Counts a thread being started while alive; created only while no fork is under way.
+    pub(super) struct Starting(());
+
+    impl Starting {
+        pub(super) fn enter() -> Starting {
+            REGISTER.call_once(|| {
+                // SAFETY: the handlers are functions of this library, which Python never unloads.
+                // Without them (ENOMEM) threads start as before, open to the race.
+                unsafe {
+                    libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(in_child));
+                }
+            });
+            loop {
+                // Sequentially consistent on both sides: either `before_fork` sees this thread in
+                // STARTING and waits, or this thread sees the fork and backs off.
+                STARTING.fetch_add(1, SeqCst);
+                if FORKING.load(SeqCst) == 0 {
+                    return Starting(());
+                }
+                STARTING.fetch_sub(1, SeqCst);
+                while FORKING.load(SeqCst) != 0 {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
+        }
+    }
+
+    impl Drop for Starting {
+        fn drop(&mut self) {
+            STARTING.fetch_sub(1, SeqCst);
+        }
+    }
+
+    /// In the forking thread, before the fork: waits until the threads being started have started
+    /// (a `pthread_create` takes microseconds); no new one starts until the fork is over.
+    extern "C" fn before_fork() {
+        FORKING.fetch_add(1, SeqCst);
+        while STARTING.load(SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+    }
+
+    extern "C" fn after_fork() {
+        FORKING.fetch_sub(1, SeqCst);
+    }
+
+    /// The child has one thread: no fork and no start is under way there (a thread that was backing
+    /// off in the parent may have left its count in STARTING).
+    extern "C" fn in_child() {
+        FORKING.store(0, SeqCst);
+        STARTING.store(0, SeqCst);
+    }
+}
+
+#[cfg(not(unix))]
+mod fork_guard {
+    pub(super) struct Starting(());
+
+    impl Starting {
+        pub(super) fn enter() -> Starting {
+            Starting(())
+        }
+    }
 }
 
 /// Holds new threads at their start until all have started. glibc allocates a thread's thread-local

@@ -49,28 +49,26 @@ def run_child(code: str, *args: str, timeout: float, env: dict[str, str] | None 
     return json.loads(child.stdout.splitlines()[-1])
 
 
-@pytest.mark.timeout(660)  # the child's own timeout (600 s) must end it first, with its message
-def test_forked_children_encode_while_other_threads_encode(tmp_path: Path) -> None:
-    # Other threads encode without pause (encode_batch's workers take and return the encoder's pooled
-    # caches without the GIL) while the main thread forks. Every child must encode, train and encode a
-    # file, and exit; a child stuck on a lock its parent's threads held is killed at the deadline.
+def fork_while_encoding(
+    tmp_path: Path, every_child: str, batches: int, env: dict[str, str] | None = None
+) -> dict:
+    """Forks ``batches`` x 30 children while two other threads run encode_batch without pause (its
+    workers take and return the encoder's pooled caches without the GIL, and each call starts a helper
+    thread). Each child runs ``every_child`` (with ``i``, ``texts``, ``expected``, ``trained``, ``corpus``
+    and ``out`` defined), and exits with 0 when it leaves ``ok`` true; a child stuck on a lock its
+    parent's threads held is killed at a deadline. Returns how many children hung and failed."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat sat on the mat, at the theatre\n" * 200)
-    result = run_child(
-        """
+    script = """
         import warnings
         warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads running
-        corpus, out = sys.argv[1], sys.argv[2]
+        corpus, out, batches = sys.argv[1], sys.argv[2], int(sys.argv[3])
         texts = [f"the cat sat on the mat {i} " * (1 + i % 7) for i in range(64)]
         expected = [tok.encode(t) for t in texts]
         trained = bytepair.train_bpe(corpus, 270, num_threads=2)
 
         def child(i):
-            ok = [tok.encode(t) for t in texts] == expected
-            ok = ok and tok.encode_batch(texts, num_threads=2) == expected
-            if i % 10 == 0:
-                ok = ok and bytepair.train_bpe(corpus, 270, num_threads=2) == trained
-                ok = ok and tok.encode_file(corpus, f"{out}.{i}.npy", num_threads=2) > 0
+            EVERY_CHILD
             os._exit(0 if ok else 1)
 
         stop = threading.Event()
@@ -86,7 +84,7 @@ def test_forked_children_encode_while_other_threads_encode(tmp_path: Path) -> No
         for w in workers:
             w.start()
         hung = failed = 0
-        for batch in range(10):
+        for batch in range(batches):
             pids = []
             for i in range(30):
                 time.sleep(0.002)
@@ -112,12 +110,40 @@ def test_forked_children_encode_while_other_threads_encode(tmp_path: Path) -> No
         for w in workers:
             w.join()
         print(json.dumps({"hung": hung, "failed": failed}))
-        """,
-        str(corpus),
-        str(tmp_path / "out"),
-        timeout=600,
-    )
-    assert result == {"hung": 0, "failed": 0}
+        """
+    body = textwrap.indent(textwrap.dedent(every_child).strip("\n"), " " * 4)
+    script = textwrap.dedent(script).replace("    EVERY_CHILD", body)
+    return run_child(script, str(corpus), str(tmp_path / "out"), str(batches), timeout=600, env=env)
+
+
+@pytest.mark.timeout(660)  # the child's own timeout (600 s) must end it first, with its message
+def test_forked_children_encode_while_other_threads_encode(tmp_path: Path) -> None:
+    # Every child must encode, train and encode a file, and exit.
+    every_child = """
+        ok = [tok.encode(t) for t in texts] == expected
+        ok = ok and tok.encode_batch(texts, num_threads=2) == expected
+        if i % 10 == 0:
+            ok = ok and bytepair.train_bpe(corpus, 270, num_threads=2) == trained
+            ok = ok and tok.encode_file(corpus, f"{out}.{i}.npy", num_threads=2) > 0
+        """
+    assert fork_while_encoding(tmp_path, every_child, batches=10) == {"hung": 0, "failed": 0}
+
+
+@pytest.mark.timeout(660)
+def test_forked_children_start_threads_while_other_threads_start_threads(tmp_path: Path) -> None:
+    # glibc frees the thread-local blocks of a reused thread stack in pthread_create outside of any
+    # lock: a fork in that moment left the child a stack whose blocks were already freed, and the
+    # child's next threads freed them again (an abort, "double free or corruption"). Every child starts
+    # threads, in encode_batch, train_bpe and encode_file. Without glibc's per-thread cache of freed
+    # blocks (tcache), malloc checks every free, so that a double free aborts instead of passing
+    # unnoticed. Before the fix, about one run in two had a child abort.
+    every_child = """
+        ok = tok.encode_batch(texts, num_threads=2) == expected
+        ok = ok and bytepair.train_bpe(corpus, 270, num_threads=2) == trained
+        ok = ok and tok.encode_file(corpus, f"{out}.{i}.npy", num_threads=2) > 0
+        """
+    env = {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"}
+    assert fork_while_encoding(tmp_path, every_child, batches=40, env=env) == {"hung": 0, "failed": 0}
 
 
 BAD_THREADS = [0, -1, True, 1.5, "2", 10**30 * -1]

@@ -269,7 +269,7 @@ pub fn encode_file(
         for _ in 0..threads {
             let (room, ready, lock, queue, gate) = (&room, &ready, &lock, &queue, &gate);
             lock().workers += 1;
-            let started = std::thread::Builder::new().spawn_scoped(scope, move || {
+            let started = crate::threads::spawn_scoped(scope, move || {
                 let _done = WorkerDone(queue, ready);
                 gate.enter();
                 let mut worker = Worker::default();

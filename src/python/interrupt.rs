@@ -39,7 +39,7 @@ pub(super) fn run_interruptible<T: Send>(
         let work = Mutex::new(Some(f));
         let take = || work.lock().unwrap_or_else(|p| p.into_inner()).take();
         thread::scope(|scope| {
-            let started = thread::Builder::new().spawn_scoped(scope, || {
+            let started = crate::threads::spawn_scoped(scope, || {
                 // Wakes the caller when the work ends, by returning or by panicking.
                 let _wake = WakeOnDrop(caller);
                 take().map(|f| f())

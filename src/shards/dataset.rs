@@ -440,7 +440,7 @@ pub fn encode_dataset<'a>(
         for _ in 0..threads {
             shared.queue().workers += 1;
             let gate = &gate;
-            let started = std::thread::Builder::new().spawn_scoped(scope, move || {
+            let started = crate::threads::spawn_scoped(scope, move || {
                 let _done = WorkerDone(shared);
                 gate.enter();
                 let mut worker = Worker::default();
