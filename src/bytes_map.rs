@@ -1,8 +1,8 @@
 //! [`BytesMap`]: a hash map from byte strings to small values, with short keys stored inline.
 //!
-//! Both hot loops of the crate look pre-tokens up by their bytes: counting during training, and the
-//! vocabulary and cache lookups of encoding. With a general map of boxed keys each lookup is a probe,
-//! a pointer chase to the key and a `memcmp` call, a large share of encoding's work. Nearly all
+//! Encoding's hot loop looks pre-tokens up by their bytes, in the vocabulary and in its caches. With a
+//! general map of boxed keys each lookup is a probe, a pointer chase to the key and a `memcmp` call, a
+//! large share of encoding's work. Nearly all
 //! pre-tokens and tokens are at most 16 bytes, so this map stores such keys
 //! inline as two zero-padded 8-byte words and a length ([`InlineKey`]). A lookup is two loads of the
 //! key, a multiply and a linear probe comparing two words and a length, in one slot array. Longer keys
@@ -14,8 +14,8 @@
 //! recently, and for the pieces that are not one token the answer is "absent"; with the tags, such a
 //! piece waits on one large table (the cache of merged pieces) instead of two.
 //!
-//! Every allocation of the map is fallible ([`AllocError`]): the map grows with the input (the counts
-//! of training), and an allocation that fails must become an error, not abort the process.
+//! Every allocation of the map is fallible ([`AllocError`]): the map grows with the input (the cache of
+//! merged pieces), and an allocation that fails must become an error, not abort the process.
 //!
 //! Invariants: a key is stored once, inline when it has 1 to [`INLINE`] bytes and in the ordinary map
 //! otherwise; a slot is empty exactly when its tag is 0.
@@ -134,14 +134,6 @@ impl InlineKey {
     #[inline(always)]
     fn tag(&self) -> u16 {
         (self.hash >> 48) as u16 | 1
-    }
-
-    /// The key's bytes, in the first `len` bytes of the result.
-    pub fn bytes(&self) -> [u8; INLINE] {
-        let mut b = [0u8; INLINE];
-        b[..8].copy_from_slice(&self.lo.to_le_bytes());
-        b[8..].copy_from_slice(&self.hi.to_le_bytes());
-        b
     }
 }
 
@@ -286,54 +278,6 @@ impl<V: Copy + Default> BytesMap<V> {
         self.inline_len = 0;
         self.long.clear();
     }
-
-    /// Calls `f(key, value)` for every key, in no particular order.
-    pub fn for_each(&self, mut f: impl FnMut(&[u8], V)) {
-        for (s, _) in self.slots.iter().zip(&self.tags).filter(|&(_, &t)| t != 0) {
-            let key = InlineKey::from_words(s.lo, s.hi, s.len as usize);
-            f(&key.bytes()[..s.len as usize], s.value);
-        }
-        for (k, &v) in &self.long {
-            f(k, v);
-        }
-    }
-
-    /// Calls `f(key, value)` for every key, in byte order: for a file of the map that does not depend
-    /// on its hashes. Sorts the slots' indices, 4 bytes a key besides the map (16 for a key longer
-    /// than [`INLINE`]), which is all this allocates.
-    pub fn for_each_sorted(&self, mut f: impl FnMut(&[u8], V)) -> Result<(), AllocError> {
-        let mut inline: Vec<u32> = Vec::new();
-        crate::error::try_reserve(&mut inline, self.inline_len)?;
-        // A map of more than 2^32 slots (160 GB) is not made; `try_from` keeps this exact if it were.
-        let slots =
-            u32::try_from(self.slots.len()).map_err(|_| AllocError::of::<u64>(usize::MAX))?;
-        inline.extend((0..slots).filter(|&i| self.tags[i as usize] != 0));
-        // Zero-padded, as the words are, the bytes as a big-endian number order keys as their bytes do,
-        // but for a key and the same key with zeros appended, which the length orders.
-        inline.sort_unstable_by_key(|&i| {
-            let s = &self.slots[i as usize];
-            (
-                (s.lo.swap_bytes() as u128) << 64 | s.hi.swap_bytes() as u128,
-                s.len,
-            )
-        });
-        let mut long: Vec<(&[u8], V)> = Vec::new();
-        crate::error::try_reserve(&mut long, self.long.len())?;
-        long.extend(self.long.iter().map(|(k, &v)| (&**k, v)));
-        long.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let mut long = long.into_iter().peekable();
-        for i in inline {
-            let s = &self.slots[i as usize];
-            let bytes = InlineKey::from_words(s.lo, s.hi, s.len as usize).bytes();
-            let key = &bytes[..s.len as usize];
-            while let Some((k, v)) = long.next_if(|&(k, _)| k < key) {
-                f(k, v);
-            }
-            f(key, s.value);
-        }
-        long.for_each(|(k, v)| f(k, v));
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -368,44 +312,8 @@ mod tests {
                 );
             }
         }
-        let mut seen = HashMap::new();
-        map.for_each(|k, v| {
-            seen.insert(k.to_vec(), v);
-        });
-        assert_eq!(seen, reference);
         map.clear();
         assert!(map.len() == 0 && map.get(&keys[5]).is_none());
-    }
-
-    #[test]
-    fn sorted_iteration_is_in_byte_order() {
-        let mut keys: Vec<Vec<u8>> = (0..3000u32)
-            .map(|i| {
-                let len = (i as usize * 7) % 40;
-                (0..len)
-                    .map(|k| ((i as usize * 31 + k * 17) % 5) as u8)
-                    .collect()
-            })
-            .collect();
-        keys.extend([
-            vec![],
-            vec![0],
-            vec![0, 0],
-            vec![1, 0, 0],
-            vec![1],
-            vec![0xff; 17],
-        ]);
-        let mut map: BytesMap<u32> = BytesMap::default();
-        for (i, k) in keys.iter().enumerate() {
-            *map.entry(k).unwrap() = i as u32;
-        }
-        let mut seen = Vec::new();
-        map.for_each_sorted(|k, v| seen.push((k.to_vec(), v)))
-            .unwrap();
-        let mut expected: Vec<(Vec<u8>, u32)> = Vec::new();
-        map.for_each(|k, v| expected.push((k.to_vec(), v)));
-        expected.sort();
-        assert_eq!(seen, expected);
     }
 
     #[test]
@@ -420,7 +328,11 @@ mod tests {
                     (b.lo, b.hi, b.len, b.hash),
                     "{start} {len}"
                 );
-                assert_eq!(&a.bytes()[..len], slice);
+                // The bytes, zero-padded, as two little-endian words (what CountMap's slots hold).
+                let mut padded = [0u8; INLINE];
+                padded[..len].copy_from_slice(slice);
+                let word = |i: usize| u64::from_le_bytes(padded[i..i + 8].try_into().unwrap());
+                assert_eq!((a.lo, a.hi), (word(0), word(8)));
             }
         }
     }

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::bytes_map::BytesMap;
+use super::count_map::{CountMap, Prefetched};
 use crate::chunks::{Chunk, ChunkReader};
 use crate::error::{try_vec, AllocError, Error, Result};
 use crate::input::open_input;
@@ -30,12 +30,12 @@ use crate::threads::run_on_threads;
 ///
 /// Pieces of one and two bytes are most of the pieces (of code especially), and they are counted in
 /// arrays indexed by their bytes: no hashing and no probing, in 512 KB that stay in cache. Longer
-/// pieces go to a [`BytesMap`], whose inline keys spare the pointer chase and `memcmp` of boxed keys.
+/// pieces go to a compact map, sharded so that counts merge a shard at a time (see `count_map.rs`).
 #[derive(Clone, Debug)]
 pub struct PreTokenCounts {
     /// `short[b]` counts the piece `[b]`; `short[256 + (b0 << 8 | b1)]` the piece `[b0, b1]`.
     short: Vec<u64>,
-    long: BytesMap<u64>,
+    long: CountMap,
     bytes: u64,
     special_occurrences: u64,
 }
@@ -78,7 +78,7 @@ impl PreTokenCounts {
     pub fn new() -> Result<PreTokenCounts> {
         Ok(PreTokenCounts {
             short: try_vec(0, SHORT_SLOTS).map_err(|e| e.named(COUNTS))?,
-            long: BytesMap::default(),
+            long: CountMap::default(),
             bytes: 0,
             special_occurrences: 0,
         })
@@ -89,7 +89,7 @@ impl PreTokenCounts {
     pub fn add(&mut self, piece: &[u8], n: u64) -> std::result::Result<(), AllocError> {
         match short_slot(piece) {
             Some(slot) => self.short[slot] += n,
-            None => *self.long.entry(piece)? += n,
+            None => self.long.add(piece, n)?,
         }
         Ok(())
     }
@@ -142,7 +142,7 @@ impl PreTokenCounts {
     }
 
     /// Calls `f(piece, count)` for each distinct pre-token, in byte order; fails when memory for the
-    /// order runs out (see [`BytesMap::for_each_sorted`]).
+    /// order runs out (4 bytes a distinct pre-token of three bytes or more).
     pub fn for_each_sorted(&self, mut f: impl FnMut(&[u8], u64)) -> Result<()> {
         // The pieces of one and two bytes in order: [b0] comes before [b0, 0], which comes before
         // every longer piece that starts with it.
@@ -177,21 +177,46 @@ impl PreTokenCounts {
         Ok(())
     }
 
-    /// Adds all of `other` to `self`.
-    pub fn merge(mut self, mut other: PreTokenCounts) -> Result<PreTokenCounts> {
-        if self.long.len() < other.long.len() {
-            std::mem::swap(&mut self, &mut other);
+    /// How many of the pre-tokens counted are one byte long: each is one token whatever the vocabulary.
+    pub(super) fn single_byte_occurrences(&self) -> u64 {
+        self.short[..256].iter().sum()
+    }
+
+    /// The distinct pre-tokens of two bytes or more, their bytes in all, and the bytes of the longest:
+    /// the size of training's words.
+    pub(super) fn words_size(&self) -> (usize, usize, usize) {
+        let (mut words, mut bytes, mut longest) = (0, 0, 0);
+        self.for_each(|piece, _| {
+            if piece.len() >= 2 {
+                (words, bytes) = (words + 1, bytes + piece.len());
+                longest = longest.max(piece.len());
+            }
+        });
+        (words, bytes, longest)
+    }
+
+    /// Calls `f(piece, count)` for each distinct pre-token of two bytes or more, freeing the counts as it
+    /// goes.
+    pub(super) fn drain_words(self, mut f: impl FnMut(&[u8], u64)) {
+        for (slot, &count) in self.short.iter().enumerate().skip(256) {
+            if count > 0 {
+                f(&[((slot - 256) >> 8) as u8, (slot - 256) as u8], count);
+            }
         }
+        drop(self.short);
+        self.long.drain(|piece, count| {
+            if piece.len() >= 2 {
+                f(piece, count)
+            }
+        });
+    }
+
+    /// Adds all of `other` to `self`.
+    pub fn merge(mut self, other: PreTokenCounts) -> Result<PreTokenCounts> {
         for (a, b) in self.short.iter_mut().zip(&other.short) {
             *a += b;
         }
-        let mut failed = Ok(());
-        other.long.for_each(|piece, n| {
-            if failed.is_ok() {
-                failed = self.add(piece, n);
-            }
-        });
-        failed.map_err(|e| e.named(COUNTS))?;
+        self.long.merge(other.long).map_err(|e| e.named(COUNTS))?;
         self.bytes += other.bytes;
         self.special_occurrences += other.special_occurrences;
         Ok(self)
@@ -203,17 +228,43 @@ impl PreTokenCounts {
 /// some of the text counted.
 pub fn count_text(text: &str, specials: &SpecialTokens, counts: &mut PreTokenCounts) -> Result<()> {
     counts.bytes += text.len() as u64;
+    // Pieces of three bytes or more are counted AHEAD pieces after their slot is prefetched: the
+    // lookups of a large table miss the cache, and so several misses are in flight at once.
+    const AHEAD: usize = 16;
+    let mut queue = [Prefetched::NONE; AHEAD];
+    let (mut queued, mut head) = (0, 0);
     for segment in specials.split(text) {
         match segment {
             Segment::Text(part) => {
                 for piece in pretokenize(part) {
-                    counts
-                        .add(piece.as_bytes(), 1)
-                        .map_err(|e| e.named(COUNTS))?;
+                    let piece = piece.as_bytes();
+                    if let Some(slot) = short_slot(piece) {
+                        counts.short[slot] += 1;
+                        continue;
+                    }
+                    let next = counts.long.prefetch(piece);
+                    if queued == AHEAD {
+                        let oldest = queue[head];
+                        counts
+                            .long
+                            .add_prefetched(oldest, 1)
+                            .map_err(|e| e.named(COUNTS))?;
+                    } else {
+                        queued += 1;
+                    }
+                    queue[head] = next;
+                    head = (head + 1) % AHEAD;
                 }
             }
             Segment::Special(_) => counts.special_occurrences += 1,
         }
+    }
+    for i in 0..queued {
+        let key = queue[(head + AHEAD - queued + i) % AHEAD];
+        counts
+            .long
+            .add_prefetched(key, 1)
+            .map_err(|e| e.named(COUNTS))?;
     }
     Ok(())
 }

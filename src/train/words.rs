@@ -1,168 +1,198 @@
-//! The words training merges in, and the counts of their adjacent token pairs, both updated in place
-//! by each merge.
+//! The words training merges in, rewritten in place by each merge.
 //!
-//! Each distinct pre-token becomes a *word*: a sequence of token ids (its bytes, at first) with the
-//! number of times the pre-token occurs ([`Words`]). For every adjacent pair of tokens, [`PairCounts`]
-//! keeps its total count over all words and the list of words that hold it ([`PairStats`]). A merge
-//! ([`Words::merge`]) rewrites only the words on its pair's list, and adjusts the counts of the pairs
-//! around each rewritten occurrence: a step costs what it changes, not the size of the corpus.
+//! Each distinct pre-token of two bytes or more becomes a *word*: a sequence of token ids (its bytes, at
+//! first) with the number of times the pre-token occurs ([`Words`]). A merge ([`Words::merge`]) rewrites
+//! only the words on its pair's list ([`super::pairs`]), and adjusts the counts of the pairs around each
+//! rewritten occurrence: a step costs what it changes, not the size of the corpus.
 //!
-//! Invariants a merge relies on and keeps:
-//! - [`PairStats::count`] is the exact number of occurrences, weighted by word count, of the pair in
-//!   the current words; pairs at zero are removed from the map.
-//! - [`PairStats::words`] holds every word that contains the pair (and possibly some that no longer do:
-//!   rewriting a word leaves it on the lists of pairs it lost; the rewrite finds nothing to do there).
-//!   It holds each word once: a pair is only ever created in one step (the initial count, or the step
-//!   that creates the newer of its two tokens), and words are visited once per step.
+//! The words are most of training's memory and the merge loop's cache misses, so each word is one
+//! record in one array: a header (its count, 8 bytes, and the length of its span, 4 bytes) then its
+//! span of symbols, ids of two bytes when the vocabulary fits them ([`Symbol`]). A word is named by its
+//! offset in the array, which is what the pairs' lists hold: rewriting a word touches the cache lines of
+//! its record and nothing else. A word shortened by merges ends at its first [`Symbol::END`]; the rest
+//! of its span is left as it was.
+//!
+//! Invariants: records lie end to end from offset 0; a span never changes length; a word's live
+//! symbols are a prefix of its span, followed by `END` when shorter than the span; every live symbol is
+//! an id below `END`.
 
-use std::collections::hash_map::Entry;
-
-use super::count::PreTokenCounts;
 use super::heap::Pair;
-use crate::bytes_map::FastMap;
-use crate::error::{try_push, try_reserve, AllocError};
+use super::memory::prefetch;
+use crate::error::{try_reserve, AllocError};
 
-/// Every adjacent pair of tokens in the words, with its count and the words that hold it.
-pub(super) type PairCounts = FastMap<Pair, PairStats>;
-
-/// The count of a pair and the words that hold it.
-#[derive(Default)]
-pub(super) struct PairStats {
-    /// Occurrences, weighted by word count.
-    pub(super) count: i64,
-    /// The words that hold the pair, each once.
-    words: Vec<u32>,
+/// The type of a token id in the words.
+pub(super) trait Symbol: Copy + Eq + Send + Sync + 'static {
+    /// Marks the end of a word shorter than its span; never an id.
+    const END: Self;
+    /// The symbols of a word's header: 12 bytes, its count and the length of its span.
+    const HEADER: usize;
+    fn from_id(id: u32) -> Self;
+    fn id(self) -> u32;
+    /// Writes the header of a word of `count` occurrences and `span` symbols.
+    fn write_header(out: &mut Vec<Self>, count: u64, span: u32);
+    /// The count and span of the word whose header is `header`.
+    fn read_header(header: &[Self]) -> (u64, u32);
 }
 
-/// The distinct pre-tokens of length two or more, as token ids, stored end to end. A word shrinks in
-/// place as merges apply; its slot keeps its start.
-pub(super) struct Words {
-    symbols: Vec<u32>,
-    start: Vec<usize>,
-    len: Vec<u32>,
-    count: Vec<i64>,
-}
-
-/// Counts every adjacent pair in `words`, weighted by word count, and lists the words that hold it.
-pub(super) fn count_pairs(words: &Words) -> Result<PairCounts, AllocError> {
-    let mut pairs = PairCounts::default();
-    for w in 0..words.len.len() {
-        let symbols = words.symbols(w);
-        for pair in symbols.windows(2) {
-            try_reserve_map(&mut pairs)?;
-            let s = pairs.entry((pair[0], pair[1])).or_default();
-            s.count += words.count[w];
-            if s.words.last() != Some(&(w as u32)) {
-                try_push(&mut s.words, w as u32)?;
-            }
-        }
+impl Symbol for u16 {
+    const END: u16 = u16::MAX;
+    const HEADER: usize = 6;
+    #[inline(always)]
+    fn from_id(id: u32) -> u16 {
+        id as u16
     }
-    Ok(pairs)
+    #[inline(always)]
+    fn id(self) -> u32 {
+        self as u32
+    }
+    fn write_header(out: &mut Vec<u16>, count: u64, span: u32) {
+        out.extend((0..4).map(|i| (count >> (16 * i)) as u16));
+        out.extend([span as u16, (span >> 16) as u16]);
+    }
+    #[inline(always)]
+    fn read_header(h: &[u16]) -> (u64, u32) {
+        let count = (0..4).fold(0, |c, i| c | (h[i] as u64) << (16 * i));
+        (count, h[4] as u32 | (h[5] as u32) << 16)
+    }
 }
 
-/// Room for one more pair in `pairs` (a check of the room left, as an insert makes anyway).
-#[inline]
-fn try_reserve_map(pairs: &mut PairCounts) -> Result<(), AllocError> {
-    pairs
-        .try_reserve(1)
-        .map_err(|_| AllocError::of::<(Pair, PairStats)>(pairs.len() + 1))
+impl Symbol for u32 {
+    const END: u32 = u32::MAX;
+    const HEADER: usize = 3;
+    #[inline(always)]
+    fn from_id(id: u32) -> u32 {
+        id
+    }
+    #[inline(always)]
+    fn id(self) -> u32 {
+        self
+    }
+    fn write_header(out: &mut Vec<u32>, count: u64, span: u32) {
+        out.extend([count as u32, (count >> 32) as u32, span]);
+    }
+    #[inline(always)]
+    fn read_header(h: &[u32]) -> (u64, u32) {
+        (h[0] as u64 | (h[1] as u64) << 32, h[2])
+    }
 }
 
-impl Words {
-    /// The words of `counts`, in memory allocated once (the total length is counted first).
-    pub(super) fn new(counts: &PreTokenCounts) -> Result<Words, AllocError> {
-        let (mut n, mut total) = (0, 0);
-        counts.for_each(|piece, _| {
-            if piece.len() >= 2 {
-                (n, total) = (n + 1, total + piece.len());
-            }
-        });
-        let mut words = Words {
-            symbols: Vec::new(),
-            start: Vec::new(),
-            len: Vec::new(),
-            count: Vec::new(),
-        };
-        try_reserve(&mut words.symbols, total)?;
-        try_reserve(&mut words.start, n)?;
-        try_reserve(&mut words.len, n)?;
-        try_reserve(&mut words.count, n)?;
-        counts.for_each(|piece, count| {
-            if piece.len() >= 2 {
-                words.start.push(words.symbols.len());
-                words.len.push(piece.len() as u32);
-                words.count.push(count as i64);
-                words.symbols.extend(piece.iter().map(|&b| b as u32));
-            }
-        });
-        Ok(words)
+/// What a merge reports of the pairs around each occurrence it rewrites ([`super::pairs::PairCounts`]).
+pub(super) trait PairChanges {
+    /// `pair` lost `count` occurrences.
+    fn sub(&mut self, pair: Pair, count: i64);
+    /// `pair`, which holds the merge's new id, gained `count` occurrences in the word at `word`.
+    fn add(&mut self, pair: Pair, count: i64, word: u64) -> Result<(), AllocError>;
+}
+
+/// The distinct pre-tokens of length two or more, as records of token ids end to end. A word shrinks in
+/// place as merges apply; its span stays.
+pub(super) struct Words<S> {
+    records: Vec<S>,
+    /// The symbols of all words, merged or not.
+    symbols: usize,
+}
+
+/// How many holders ahead of the one being rewritten the merge prefetches: enough loads in flight to
+/// hide the latency of memory, few enough that the lines are still in cache when their turn comes.
+const PREFETCH_AHEAD: usize = 8;
+
+impl<S: Symbol> Words<S> {
+    /// Room for `words` words of `symbols` symbols in all, allocated once.
+    pub(super) fn with_capacity(words: usize, symbols: usize) -> Result<Self, AllocError> {
+        let mut records = Vec::new();
+        let size = words
+            .checked_mul(S::HEADER)
+            .and_then(|h| h.checked_add(symbols))
+            .ok_or(AllocError::of::<S>(usize::MAX))?;
+        try_reserve(&mut records, size)?;
+        Ok(Words {
+            records,
+            symbols: 0,
+        })
+    }
+
+    /// Appends the word of `piece` (its bytes, at most 2^32 - 1 of them) occurring `count` times,
+    /// within the capacity reserved.
+    pub(super) fn push(&mut self, piece: &[u8], count: u64) {
+        S::write_header(&mut self.records, count, piece.len() as u32);
+        self.records
+            .extend(piece.iter().map(|&b| S::from_id(b as u32)));
+        self.symbols += piece.len();
     }
 
     /// The symbols of all words, merged or not: a bound on the number of merges.
     pub(super) fn symbol_count(&self) -> usize {
-        self.symbols.len()
+        self.symbols
     }
 
-    fn symbols(&self, w: usize) -> &[u32] {
-        &self.symbols[self.start[w]..self.start[w] + self.len[w] as usize]
+    /// The words, in order: the offset of each (what the pairs' lists hold), its count and its live
+    /// symbols.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (u64, i64, &[S])> + '_ {
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            let record = self.records.get(at..).filter(|r| !r.is_empty())?;
+            let (count, span) = S::read_header(record);
+            let span = &record[S::HEADER..S::HEADER + span as usize];
+            let word = at as u64;
+            at += S::HEADER + span.len();
+            Some((word, count as i64, live(span)))
+        })
     }
 
-    /// Replaces every occurrence of `pair` (left to right, without overlap) by `id` in the words that
-    /// hold it, and updates `pairs`. Returns the pairs this step created (they hold `id`), for the
-    /// queue.
+    /// Replaces every occurrence of `pair` (left to right, without overlap) by `id` in the words
+    /// `holders` names (offsets, as [`Self::iter`] gives them), and updates the counts of the pairs
+    /// around each occurrence in `pairs`: the pairs it removes lose the word's count, and the pairs it
+    /// makes (they hold `id`) gain it.
     pub(super) fn merge(
         &mut self,
         pair: Pair,
         id: u32,
-        pairs: &mut PairCounts,
-    ) -> Result<Vec<Pair>, AllocError> {
-        let (a, b) = pair;
-        let holders = pairs.remove(&pair).map(|s| s.words).unwrap_or_default();
-        let mut created: Vec<Pair> = Vec::new();
-        let mut emptied: Vec<Pair> = Vec::new();
-        for w in holders {
-            let count = self.count[w as usize];
-            let start = self.start[w as usize];
-            let len = self.len[w as usize] as usize;
-            let symbols = &mut self.symbols[start..start + len];
-            let mut add = |p: Pair, delta: i64| -> Result<(), AllocError> {
-                if p == pair {
-                    return Ok(());
+        mut holders: impl Iterator<Item = u64>,
+        pairs: &mut impl PairChanges,
+    ) -> Result<(), AllocError> {
+        let (a, b, new) = (S::from_id(pair.0), S::from_id(pair.1), S::from_id(id));
+        // Holders are read PREFETCH_AHEAD ahead of the one rewritten, and their records prefetched: a
+        // rewrite waits on memory for its record otherwise, one word after another.
+        let mut ahead = [0u64; PREFETCH_AHEAD];
+        let mut queued = 0;
+        for slot in &mut ahead {
+            let Some(w) = holders.next() else { break };
+            *slot = w;
+            prefetch(self.records.as_ptr().wrapping_add(w as usize));
+            queued += 1;
+        }
+        let mut next = 0;
+        while queued > 0 {
+            let w = ahead[next];
+            match holders.next() {
+                Some(later) => {
+                    ahead[next] = later;
+                    prefetch(self.records.as_ptr().wrapping_add(later as usize));
                 }
-                try_reserve_map(pairs)?;
-                let s = match pairs.entry(p) {
-                    Entry::Occupied(s) => s.into_mut(),
-                    Entry::Vacant(slot) => {
-                        try_push(&mut created, p)?;
-                        slot.insert(PairStats::default())
-                    }
-                };
-                s.count += delta;
-                if delta > 0 {
-                    if s.words.last() != Some(&w) {
-                        try_push(&mut s.words, w)?;
-                    }
-                } else if s.count == 0 {
-                    try_push(&mut emptied, p)?;
-                }
-                Ok(())
-            };
+                None => queued -= 1,
+            }
+            next = (next + 1) % PREFETCH_AHEAD;
+            let record = &mut self.records[w as usize..];
+            let (count, span) = S::read_header(record);
+            let count = count as i64;
+            let symbols = &mut record[S::HEADER..S::HEADER + span as usize];
+            let len = live(symbols).len();
             // Rewrite in place: `out` trails `read`, so the symbol before an occurrence is already
             // rewritten (it may be `id` itself), which is what the new left pair must use.
             let (mut read, mut out) = (0, 0);
             while read < len {
                 if read + 1 < len && symbols[read] == a && symbols[read + 1] == b {
                     if out > 0 {
-                        let prev = symbols[out - 1];
-                        add((prev, a), -count)?;
-                        add((prev, id), count)?;
+                        let prev = symbols[out - 1].id();
+                        pairs.sub((prev, pair.0), count);
+                        pairs.add((prev, id), count, w)?;
                     }
                     if read + 2 < len {
-                        let next = symbols[read + 2];
-                        add((b, next), -count)?;
-                        add((id, next), count)?;
+                        let next = symbols[read + 2].id();
+                        pairs.sub((pair.1, next), count);
+                        pairs.add((id, next), count, w)?;
                     }
-                    symbols[out] = id;
+                    symbols[out] = new;
                     read += 2;
                 } else {
                     symbols[out] = symbols[read];
@@ -170,14 +200,16 @@ impl Words {
                 }
                 out += 1;
             }
-            self.len[w as usize] = out as u32;
-        }
-        for p in emptied.iter().chain(&created) {
-            if pairs.get(p).is_some_and(|s| s.count <= 0) {
-                pairs.remove(p);
+            if out < len {
+                symbols[out] = S::END;
             }
         }
-        created.retain(|p| pairs.contains_key(p));
-        Ok(created)
+        Ok(())
     }
+}
+
+/// The live symbols of a span: up to its first `END`.
+#[inline(always)]
+fn live<S: Symbol>(span: &[S]) -> &[S] {
+    &span[..span.iter().position(|&s| s == S::END).unwrap_or(span.len())]
 }

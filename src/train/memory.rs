@@ -1,0 +1,34 @@
+//! Training's dealings with the memory system: loading what a loop will read a few steps ahead, and
+//! giving freed memory back.
+//!
+//! Counting and merging are waits on memory: a lookup in a table of millions of keys, and a rewrite of
+//! one word among millions, each miss the cache, one after another. Both loops know a few items ahead
+//! where they will read, and [`prefetch`] starts those loads early, so that several are in flight at
+//! once.
+//!
+//! glibc's `free` returns only the top of its heap to the system; memory freed below it stays resident
+//! until malloc reuses it. Training frees large amounts in small and middle-sized blocks at a few moments
+//! (the counts as the words replace them, the pairs a raised threshold drops), and without
+//! [`return_freed_memory`] the process's resident size would keep them on top of what comes next.
+
+/// Asks the CPU to start loading the cache line at `p` (x86-64; elsewhere nothing).
+#[inline(always)]
+pub(super) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it reads nothing into the program and cannot fault, whatever `p`.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Returns the free pages of the allocator's heaps to the system (glibc's `malloc_trim`; elsewhere
+/// nothing). Costs a walk over the heap's free blocks: for the few moments above, not per allocation.
+pub(super) fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointer and only releases free memory of the allocator's own heaps.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
