@@ -68,8 +68,8 @@ pub use sources::{
 pub use special::SpecialTokens;
 pub use threads::{max_threads, thread_count};
 pub use train::{
-    count_file, count_files, count_text, encoded_length, train_counts, train_files, PreTokenCounts,
-    TrainOptions, Trained,
+    count_file, count_files, count_text, encoded_length, train_counts, train_counts_owned,
+    train_files, PreTokenCounts, TrainOptions, Trained,
 };
 
 /// An encoder is shared by the threads of one call and by a Python object used from many threads.

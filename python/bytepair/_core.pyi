@@ -92,6 +92,7 @@ class PreTokenCounts:
         special_tokens: list[str],
         progress: Callable[[str, int, int], None] | None = None,
         count_tokens: bool = False,
+        consume: bool = False,
     ) -> tuple[list[bytes], list[tuple[bytes, bytes]], tuple[int, int, int | None]]: ...
 
 class Encoder:

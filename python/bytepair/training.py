@@ -145,9 +145,10 @@ def train_bpe(
                 progress=callback or False,
                 _chunk_size=_chunk_size,
             )
-            trained = counts._train(vocab_size, specials, callback, count_tokens)
-            vocab, merges, (pretokens, size, tokens) = trained
             skipped = counts.skipped
+            # These counts are this call's own: training takes them and frees them as it goes.
+            trained = counts._train(vocab_size, specials, callback, count_tokens, consume=True)
+            vocab, merges, (pretokens, size, tokens) = trained
     if stats is not None:
         stats.update(distinct_pretokens=pretokens, bytes=size, tokens=tokens)
         if errors == "skip":

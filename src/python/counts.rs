@@ -20,9 +20,9 @@ use super::objects::{bytes, int, list, string, tuple};
 use super::strings::utf8;
 use crate::error::try_reserve;
 use crate::{
-    count_sources, count_texts, encoded_length, thread_count, train_counts, Compression,
-    CorpusCounts, Error, Errors, Format, RecordAt, SourceKind, SourceOptions, SpecialTokens,
-    DEFAULT_CHUNK_SIZE,
+    count_sources, count_texts, encoded_length, thread_count, train_counts, train_counts_owned,
+    Compression, CorpusCounts, Error, Errors, Format, RecordAt, SourceKind, SourceOptions,
+    SpecialTokens, DEFAULT_CHUNK_SIZE,
 };
 
 /// Pre-token counts with their totals, mergeable and saved compactly.
@@ -320,29 +320,46 @@ impl PyPreTokenCounts {
     }
 
     /// Trains a vocabulary of `vocab_size` on these counts, split at `special_tokens` (which must be
-    /// those counted with); returns what `train_bpe` returns.
-    #[pyo3(signature = (vocab_size, special_tokens, progress=None, count_tokens=false))]
+    /// those counted with); returns what `train_bpe` returns. With `consume`, the counts are taken
+    /// (this object is left empty) and freed as training makes its words: `train_bpe`'s own counts.
+    #[pyo3(signature = (vocab_size, special_tokens, progress=None, count_tokens=false, consume=false))]
     fn _train<'py>(
-        &self,
+        &mut self,
         py: Python<'py>,
         vocab_size: usize,
         special_tokens: Vec<String>,
         progress: Option<Py<PyAny>>,
         count_tokens: bool,
+        consume: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let specials = SpecialTokens::new(&special_tokens).map_err(to_py_err)?;
         self.inner
             .check_training_tokens(&specials)
             .map_err(to_py_err)?;
         let progress = PyProgress::new(progress);
-        let trained = run_interruptible(py, &progress, || {
-            let counts = self.inner.pretokens();
-            let mut trained = train_counts(counts, vocab_size, &specials, &progress)
-                .map_err(|e| progress.error(e))?;
-            if count_tokens {
-                trained.tokens = encoded_length(counts, &trained, &specials).map_err(to_py_err)?;
+        let taken = match consume {
+            true => {
+                let empty = CorpusCounts::new().map_err(to_py_err)?;
+                Some(std::mem::replace(&mut self.inner, empty).into_pretokens())
             }
-            Ok(trained)
+            false => None,
+        };
+        let counts = &self.inner;
+        let trained = run_interruptible(py, &progress, || {
+            let trained = match taken {
+                Some(taken) => {
+                    train_counts_owned(taken, vocab_size, &specials, count_tokens, &progress)
+                }
+                None => train_counts(counts.pretokens(), vocab_size, &specials, &progress)
+                    .and_then(|mut trained| {
+                        if count_tokens {
+                            trained.tokens =
+                                encoded_length(counts.pretokens(), &trained, &specials)?;
+                        }
+                        Ok(trained)
+                    }),
+            };
+            trained.map_err(|e| progress.error(e))
         })?;
         trained_to_py(py, &trained)
     }

@@ -115,6 +115,11 @@ impl CorpusCounts {
         &self.pretokens
     }
 
+    /// The counts of the pre-tokens, taken: for training that frees them as it goes.
+    pub fn into_pretokens(self) -> PreTokenCounts {
+        self.pretokens
+    }
+
     /// The documents counted: the records of JSON lines and Parquet files and of texts counted
     /// together ([`count_texts`]), and one for each `.txt` file (its special tokens split it further).
     pub fn documents(&self) -> u64 {

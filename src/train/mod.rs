@@ -104,14 +104,27 @@ pub fn train_files<P: AsRef<Path> + Sync>(
     num_merges(options.vocab_size, &specials)?;
     let threads = thread_count(options.num_threads);
     let counts = count_files(paths, &specials, options.chunk_size, threads, progress)?;
-    let facts = Facts::of(&counts, options.count_tokens);
-    train(
-        Counts::Owned(counts),
-        facts,
+    train_counts_owned(
+        counts,
         options.vocab_size,
         &specials,
+        options.count_tokens,
         progress,
     )
+}
+
+/// [`train_counts`] on counts it takes: they are freed as the words are made, so training's peak is
+/// the counts or the words, not both. Counts the tokens of the text when `count_tokens`
+/// ([`TrainOptions::count_tokens`]).
+pub fn train_counts_owned(
+    counts: PreTokenCounts,
+    vocab_size: usize,
+    specials: &SpecialTokens,
+    count_tokens: bool,
+    progress: &dyn Progress,
+) -> Result<Trained> {
+    let facts = Facts::of(&counts, count_tokens);
+    train(Counts::Owned(counts), facts, vocab_size, specials, progress)
 }
 
 /// Trains a vocabulary of `vocab_size` tokens on pre-token counts already made (see [`count_text`]),
