@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "module_graph.py"
 
@@ -69,25 +71,19 @@ def test_readme_benchmark_table_is_the_one_in_benchmarks_readme():
     )
 
 
-def test_a_cycle_between_files_fails(tmp_path):
-    src = write_crate(
-        tmp_path,
+CYCLES = {
+    "between files": (
         {
             "lib.rs": "mod a;\nmod b;\n",
             "a.rs": "use crate::b::B;\npub struct A;\n",
             # Through a nested use tree and `super`.
             "b.rs": "use super::{a::{self, A as Other}, b as _};\npub struct B;\n",
         },
-    )
-    result = module_graph(src)
-    assert result.returncode == 1
-    assert "cycle between modules: a, b" in result.stderr
-
-
-def test_a_cycle_between_folders_fails(tmp_path):
+        # Top-level files are folders of their own too.
+        ["cycle between modules: a, b", "cycle between folders: a, b"],
+    ),
     # x::p -> y::q -> x::r: no two files depend on each other, but the folders x and y do.
-    src = write_crate(
-        tmp_path,
+    "between folders only": (
         {
             "lib.rs": "mod x;\nmod y;\n",
             "x/mod.rs": "mod p;\nmod r;\n",
@@ -96,25 +92,27 @@ def test_a_cycle_between_folders_fails(tmp_path):
             "y/mod.rs": "mod q;\n",
             "y/q.rs": "use crate::x::r::R;\npub fn g() {}\n",
         },
-    )
-    result = module_graph(src)
-    assert result.returncode == 1
-    assert "cycle between modules" not in result.stderr
-    assert "cycle between folders: x, y" in result.stderr
-
-
-def test_names_the_root_re_exports_count_as_their_module(tmp_path):
-    src = write_crate(
-        tmp_path,
+        ["cycle between folders: x, y"],
+    ),
+    # A name the root re-exports counts as its module's.
+    "through a root re-export": (
         {
             "lib.rs": "mod a;\nmod b;\npub use a::A;\n",
             "a.rs": "use crate::b::B;\npub struct A;\n",
             "b.rs": "pub struct B(crate::A);\n",
         },
-    )
-    result = module_graph(src)
+        ["cycle between modules: a, b", "cycle between folders: a, b"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CYCLES)
+def test_a_cycle_fails_and_is_named(tmp_path, case):
+    files, messages = CYCLES[case]
+    result = module_graph(write_crate(tmp_path, files))
     assert result.returncode == 1
-    assert "cycle between modules: a, b" in result.stderr
+    # Named at each level where it is, and only there.
+    assert [line for line in result.stderr.splitlines() if "cycle between" in line] == messages
 
 
 def test_tests_comments_and_strings_are_not_dependencies(tmp_path):
