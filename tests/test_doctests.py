@@ -30,6 +30,7 @@ MODULES = [
     "bytepair.dataset",
     "bytepair.formats",
     "bytepair.interop",
+    "bytepair.ray",
     "bytepair.reference",
     "bytepair.report",
     "bytepair.shards",

@@ -26,6 +26,7 @@ import operator
 import os
 import secrets
 import stat
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, Union
 
@@ -283,3 +284,24 @@ def decode_token(text: str, where: str) -> bytes:
         return bytes(table[c] for c in text)
     except KeyError as e:
         raise ValueError(f"{where}: {e.args[0]!r} is not a character of the GPT-2 byte table") from None
+
+
+def check_vocab_size(vocab_size: Any, specials: list[str]) -> int:
+    """``vocab_size`` checked against the special tokens, and capped where training stops anyway.
+
+    >>> check_vocab_size(1000, ["<|endoftext|>"])
+    1000
+    >>> check_vocab_size(256, ["<|endoftext|>"])
+    Traceback (most recent call last):
+    ValueError: vocab_size 256 is too small: the 256 byte tokens and the special tokens need at least 257
+    """
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
+        raise TypeError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
+    added = [t for t in specials if len(t.encode("utf-8")) > 1]  # one byte: that byte's token already
+    if vocab_size < 256 + len(added):
+        raise ValueError(
+            f"vocab_size {vocab_size} is too small: the 256 byte tokens and the special tokens need at least "
+            f"{256 + len(added)}"
+        )
+    # Training stops when no pair is left, long before any vocab_size beyond sys.maxsize.
+    return min(vocab_size, sys.maxsize)

@@ -29,7 +29,8 @@ class ProgressBar:
      pre-tokenizing [#######                       ] 0.5/2.0 MB    0.0s
             merging [##############################] 10/10 merges    0.0s
 
-    With documents and tokens (``encode_dataset``), the line ends with them and the time left:
+    With documents and tokens (``encode_dataset``), and tasks (:mod:`bytepair.ray`), the line ends with
+    them and the time left:
 
     >>> screen = Terminal()
     >>> with ProgressBar(screen, min_interval=0) as bar:
@@ -38,6 +39,10 @@ class ProgressBar:
     ...     bar("encode", 2_000_000, 4_000_000, 1234, 567_890)
     >>> print(screen.getvalue().split("\\r")[-1], end="")
            encoding [###############               ] 2.0/4.0 MB    2.0s  1,234 docs  567,890 tokens  ~2s left
+    >>> with ProgressBar(screen, min_interval=0) as bar:
+    ...     bar("count", 1_000_000, 4_000_000, 99, tasks=(1, 4))
+    >>> print(screen.getvalue().split("\\r")[-1], end="")  # doctest: +ELLIPSIS
+     pre-tokenizing [#######                       ] 1.0/4.0 MB    0.0s  99 docs  1/4 tasks  ~...s left
     """
 
     def __init__(self, stream: TextIO | None = None, min_interval: float = 0.1) -> None:
@@ -49,7 +54,13 @@ class ProgressBar:
         self.start = time.monotonic()
 
     def __call__(
-        self, phase: str, done: int, total: int, documents: int | None = None, tokens: int | None = None
+        self,
+        phase: str,
+        done: int,
+        total: int,
+        documents: int | None = None,
+        tokens: int | None = None,
+        tasks: tuple[int, int] | None = None,
     ) -> None:
         if not self.enabled:
             return
@@ -71,10 +82,14 @@ class ProgressBar:
             f"\r{label:>15} [{bar:<30}] {done / scale:,.{digits}f}/{total / scale:,.{digits}f} {unit}"
             f" {elapsed:6.1f}s"
         )
-        if documents is not None and tokens is not None:
-            line += f"  {documents:,} docs  {tokens:,} tokens"
-            if 0 < done < total:
-                line += f"  ~{elapsed * (total - done) / done:.0f}s left"
+        if documents is not None:
+            line += f"  {documents:,} docs"
+        if tokens is not None:
+            line += f"  {tokens:,} tokens"
+        if tasks is not None:
+            line += f"  {tasks[0]:,}/{tasks[1]:,} tasks"
+        if documents is not None and 0 < done < total:
+            line += f"  ~{elapsed * (total - done) / done:.0f}s left"
         self.stream.write(line)
         self.stream.flush()
 

@@ -93,9 +93,9 @@ class _PhaseClock:
         self.bar = bar
         self.last: dict[str, float] = {}
 
-    def __call__(self, phase: str, done: int, total: int) -> None:
+    def __call__(self, phase: str, done: int, total: int, **details: Any) -> None:
         self.last[phase] = time.monotonic()
-        self.bar(phase, done, total)
+        self.bar(phase, done, total, **details)
 
 
 def _peak_memory_mb() -> float:
@@ -108,6 +108,8 @@ def _train(args: argparse.Namespace) -> None:
     if args.from_counts:
         if args.input:
             raise ValueError("give INPUT sources or --from-counts, not both")
+        if args.ray is not None:
+            raise ValueError("--ray counts on a cluster: --from-counts trains on counts already made")
         if vocab_size is None:
             raise ValueError("--vocab-size is required with --from-counts")
         _train_from_counts(args, specials, vocab_size)
@@ -127,16 +129,17 @@ def _train(args: argparse.Namespace) -> None:
     stats: dict[str, Any] = {}
     with ProgressBar() as bar:
         clock = _PhaseClock(bar)
-        vocab, merges = train_bpe(
-            paths,
-            vocab_size,
-            specials,
-            text_field=args.text_field,
-            errors=args.errors,
-            num_threads=args.threads,
-            progress=clock,
-            stats=stats,
-        )
+        options: dict[str, Any] = {"text_field": args.text_field, "errors": args.errors, "stats": stats}
+        if args.ray is None:
+            vocab, merges = train_bpe(
+                paths, vocab_size, specials, num_threads=args.threads, progress=clock, **options
+            )
+        else:
+            from . import ray
+
+            vocab, merges = ray.train_bpe(
+                paths, vocab_size, specials, address=args.ray or None, progress=clock, **options
+            )
     trained = time.monotonic()
     Tokenizer(vocab, merges, specials).save(args.out)
     size, tokens = stats["bytes"], stats["tokens"]
@@ -199,15 +202,27 @@ def _count(args: argparse.Namespace) -> None:
     if part is not None:
         files = shard(files, *part)
     start = time.monotonic()
-    with ProgressBar() as bar:
-        counts = count_pretokens(
-            [f.path for f in files] if files else iter([]),
+    if args.ray is not None and files:
+        from . import ray
+
+        counts = ray.count_pretokens(
+            [f.path for f in files],
             specials,
             text_field=args.text_field,
             errors=args.errors,
-            num_threads=args.threads,
-            progress=bar,
+            address=args.ray or None,
+            progress=True,
         )
+    else:
+        with ProgressBar() as bar:
+            counts = count_pretokens(
+                [f.path for f in files] if files else iter([]),
+                specials,
+                text_field=args.text_field,
+                errors=args.errors,
+                num_threads=args.threads,
+                progress=bar,
+            )
     seconds = max(time.monotonic() - start, 1e-9)
     counts.save(args.output)
     part = "" if args.num_shards is None else f" (part {args.shard_index} of {args.num_shards})"
@@ -228,25 +243,39 @@ def _encode(args: argparse.Namespace) -> None:
     tok = Tokenizer.from_dir(args.dir)
     one_file = args.format is None and _one_text_file(args.input)
     if one_file and not (args.output.endswith(("/", os.sep)) or os.path.isdir(args.output)):
+        if args.ray is not None:
+            raise ValueError("--ray writes token shards into a directory: give --format, or OUT/")
         _encode_file(args, tok)
         return
     part = _part(args)
     start = time.monotonic()
-    with ProgressBar() as bar:
-        summary = encode_dataset(
-            tok,
-            tok._encoder,
-            args.input,
-            args.output,
-            format=args.format or "megatron",
-            text_field=args.text_field,
-            eot=args.eot if not args.no_eot else False,
-            errors=args.errors,
-            num_threads=args.threads,
-            progress=bar,
-            single_output=args.single_output or False,
-            part=part,
+    options: dict[str, Any] = {
+        "format": args.format or "megatron",
+        "text_field": args.text_field,
+        "eot": args.eot if not args.no_eot else False,
+        "errors": args.errors,
+        "single_output": args.single_output or False,
+    }
+    if args.ray is not None:
+        if part is not None:
+            raise ValueError("--ray writes every shard: --shard-index and --num-shards are for job arrays")
+        from . import ray
+
+        summary = ray.encode_dataset(
+            tok, args.input, args.output, address=args.ray or None, progress=True, **options
         )
+    else:
+        with ProgressBar() as bar:
+            summary = encode_dataset(
+                tok,
+                tok._encoder,
+                args.input,
+                args.output,
+                num_threads=args.threads,
+                progress=bar,
+                part=part,
+                **options,
+            )
     seconds = max(time.monotonic() - start, 1e-9)
     print(summary)
     print(
@@ -420,6 +449,17 @@ def _parser() -> argparse.ArgumentParser:
     def threads(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--threads", type=_threads_arg, metavar="N", help="threads (default: every core)")
 
+    def on_ray(sub: argparse.ArgumentParser, what: str) -> None:
+        sub.add_argument(
+            "--ray",
+            nargs="?",
+            const="",
+            metavar="ADDRESS",
+            help=f"{what} on a Ray cluster (pip install 'bytepair[ray]'): ADDRESS is 'auto' (the cluster "
+            "'ray start' runs on this machine) or the head node's HOST:PORT; --ray alone uses RAY_ADDRESS, "
+            "or starts a local cluster for the command. The results are those of one machine.",
+        )
+
     def parts(sub: argparse.ArgumentParser, verb: str) -> None:
         sub.add_argument(
             "--shard-index", type=int, metavar="I", help=f"{verb} only part I (from 0) of --num-shards"
@@ -484,6 +524,7 @@ def _parser() -> argparse.ArgumentParser:
         "--out", default=".", metavar="DIR", help="folder to write the tokenizer to (default: .)"
     )
     sources(train)
+    on_ray(train, "count")
 
     count = command(
         _count,
@@ -500,6 +541,7 @@ def _parser() -> argparse.ArgumentParser:
     count.add_argument("-o", "--output", required=True, metavar="OUT.bpc", help="the counts file to write")
     parts(count, "count")
     sources(count)
+    on_ray(count, "count")
 
     encode = command(
         _encode,
@@ -534,6 +576,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parts(encode, "make")
     records(encode)
+    on_ray(encode, "encode")
 
     shard_set = command(
         _shards,

@@ -19,6 +19,7 @@ import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from . import _core
@@ -34,7 +35,7 @@ from ._common import (
 from ._progress import ProgressBar
 from .sources import Source, SourceFile, resolve
 
-__all__ = ["PreTokenCounts", "count_pretokens"]
+__all__ = ["CountPart", "PreTokenCounts", "count_part", "count_pretokens", "plan_parts"]
 
 ProgressCallback = Callable[[str, int, int], None]
 
@@ -255,6 +256,108 @@ def count_pretokens(
     return counts
 
 
+@dataclass(frozen=True)
+class CountPart:
+    """A part of the counting work that a process can do on its own (:func:`count_part`), made by
+    :func:`plan_parts`: a whole file (``start=0, end=None``); the bytes ``[start, end)`` of an uncompressed
+    text file, each end moved to the first safe cut at or after it (a place where cutting cannot change
+    the pre-tokens, and where no special token straddles), so that the parts of a file add up to it;
+    or the row groups ``[start, end)`` of a Parquet file. ``size`` is its share of the file's bytes."""
+
+    file: SourceFile
+    start: int = 0
+    end: int | None = None
+    size: int = 0
+
+
+def plan_parts(files: list[SourceFile], part_bytes: int) -> list[CountPart]:
+    """``files`` (:func:`bytepair.sources.resolve`) cut into parts of about ``part_bytes`` each, in order:
+    an uncompressed text file into byte ranges, a Parquet file into runs of whole row groups (read from
+    its footer; one part when it has none or cannot be read, which counting then reports), any other file
+    whole. The parts' counts (:func:`count_part`) add up to the files' (:func:`count_pretokens`).
+
+    >>> import os, tempfile
+    >>> from bytepair.sources import resolve
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
+    >>> _ = open(path, "w").write("the cat sat on the mat " * 100)
+    >>> parts = plan_parts(resolve(path).files, 1000)
+    >>> [(p.start, p.end) for p in parts]
+    [(0, 766), (766, 1533), (1533, 2300)]
+    >>> sum((count_part(p) for p in parts), PreTokenCounts()) == count_pretokens(path)
+    True
+    """
+    if part_bytes < 1:
+        raise ValueError(f"part_bytes must be positive, not {part_bytes}")
+    parts = []
+    for f in files:
+        if f.format == "txt" and f.compression is None and f.size > part_bytes:
+            n = -(-f.size // part_bytes)
+            cuts = [f.size * i // n for i in range(n + 1)]
+            parts += [CountPart(f, a, b, b - a) for a, b in zip(cuts, cuts[1:])]
+        elif f.format == "parquet" and f.size > part_bytes:
+            parts += _parquet_parts(f, part_bytes)
+        else:
+            parts.append(CountPart(f, size=f.size))
+    return parts
+
+
+def _parquet_parts(f: SourceFile, part_bytes: int) -> list[CountPart]:
+    """The Parquet file ``f`` as runs of row groups of about ``part_bytes`` of the file each."""
+    try:
+        import pyarrow.parquet as pq
+
+        meta = pq.ParquetFile(f.path).metadata
+    except Exception:  # no pyarrow, or a damaged file: counting the whole part says which, as it should
+        return [CountPart(f, size=f.size)]
+    rows = max(meta.num_rows, 1)
+    parts: list[CountPart] = []
+    start = size = 0
+    for i in range(meta.num_row_groups):
+        size += f.size * meta.row_group(i).num_rows // rows
+        if size >= part_bytes or i + 1 == meta.num_row_groups:
+            parts.append(CountPart(f, start, i + 1, size))
+            start, size = i + 1, 0
+    return parts or [CountPart(f, size=f.size)]
+
+
+def count_part(
+    part: CountPart,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    text_field: str = "text",
+    errors: str = "strict",
+    num_threads: int | None = None,
+) -> PreTokenCounts:
+    """Counts one part (:func:`plan_parts`) as :func:`count_pretokens` counts the whole: the counts of all
+    the parts of some files add up to the counts of the files, exactly. Errors are those of
+    :func:`count_pretokens`, naming the file and the line, row or byte offset.
+
+    >>> import os, tempfile
+    >>> from bytepair.sources import resolve
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.jsonl")
+    >>> _ = open(path, "w").write('{"text": "the cat"}\\n{"text": "the hat"}\\n')
+    >>> (part,) = plan_parts(resolve(path).files, 1 << 20)
+    >>> count_part(part).most_common(1), count_part(part).documents
+    ([(b'the', 2)], 2)
+    """
+    specials = check_special_tokens(special_tokens)
+    text_field = check_text_field(text_field)
+    skip = check_errors(errors)
+    num_threads = check_num_threads(num_threads)
+    counts = PreTokenCounts()
+    f = part.file
+    if f.format == "parquet":
+        groups = None if part.end is None else (part.start, part.end)
+        _count_parquet(counts, [f], specials, text_field, skip, num_threads, None, groups)
+    elif part.end is not None:
+        counts._count_range(f.path, part.start, part.end, specials)
+    else:
+        counts._count_files([(f.path, f.format, f.compression)], specials, text_field, skip, num_threads)
+    if counts.special_tokens is None:
+        counts._count_texts([], 0, specials, skip)
+    return counts
+
+
 class _Offset:
     """A progress callback for one part of a count: its bytes come after ``before`` of ``total``."""
 
@@ -304,10 +407,12 @@ def _count_parquet(
     skip: bool,
     num_threads: int | None,
     report: ProgressCallback | None,
+    row_groups: tuple[int, int] | None = None,
 ) -> None:
     """Counts the column ``text_field`` of the Parquet ``files`` into ``counts``, row group by row group on
     ``num_threads`` threads; the row groups' counts are merged in order, so that messages come in source
-    order and the first error raised is the first in source order."""
+    order and the first error raised is the first in source order. ``row_groups`` ``(start, end)`` counts
+    only those of each file."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -328,7 +433,8 @@ def _count_parquet(
         first = 0
         for i in range(meta.num_row_groups):
             group_rows = meta.row_group(i).num_rows
-            tasks.append(_RowGroup(f.path, i, first, f.size * group_rows // rows))
+            if row_groups is None or row_groups[0] <= i < row_groups[1]:
+                tasks.append(_RowGroup(f.path, i, first, f.size * group_rows // rows))
             first += group_rows
     local = threading.local()
 

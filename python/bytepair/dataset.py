@@ -31,7 +31,16 @@ from .sources import shard as part_of
 if TYPE_CHECKING:
     from .tokenizer import Tokenizer
 
-__all__ = ["DatasetSummary", "encode_dataset", "tokenizer_hash"]
+__all__ = [
+    "DatasetPlan",
+    "DatasetSummary",
+    "ShardJob",
+    "ShardWritten",
+    "encode_dataset",
+    "plan_dataset",
+    "remove_temporary_files",
+    "tokenizer_hash",
+]
 
 DEFAULT_EOT = "<|endoftext|>"
 # An iterable's documents go to the engine in batches of this many characters, Parquet rows in batches of
@@ -49,7 +58,8 @@ class DatasetSummary:
     """What :func:`encode_dataset` did: the shard set's directory, format and id type (``"uint16"``, or
     ``"uint32"`` when the vocabulary does not fit, ``"int32"`` for Megatron), the shards written this run
     and those already complete (skipped), tokens and documents written this run, input bytes read, bad
-    records skipped (``errors="skip"``) with the first messages, and the seconds taken."""
+    records skipped (``errors="skip"``) with the first messages, the seconds taken, and the shards written
+    on each node of a Ray cluster (:mod:`bytepair.ray`; by node id, empty on one machine)."""
 
     out: str
     format: str
@@ -62,6 +72,7 @@ class DatasetSummary:
     skipped: int = 0
     skipped_errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    nodes: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
         lines = [
@@ -75,6 +86,10 @@ class DatasetSummary:
             lines.append(f"ids are {self.dtype}: the vocabulary has more than 65,536 ids")
         if self.skipped:
             lines.append(f"{self.skipped:,} bad record(s) skipped, the first: {self.skipped_errors[0]}")
+        if self.nodes:
+            lines.append(
+                "shards written on Ray nodes: " + ", ".join(f"{n} ({k})" for n, k in self.nodes.items())
+            )
         return "\n".join(lines)
 
 
@@ -364,9 +379,178 @@ def _plan(
     return [(_shard_name(i), [i]) for i in inputs], labels
 
 
-def encode_dataset(
+@dataclass(frozen=True)
+class ShardJob:
+    """One shard of a dataset to write from files, with all the engine needs to write it: picklable, so
+    that another process or machine that sees the output directory can write it (:mod:`bytepair.ray`),
+    exactly as :func:`encode_dataset` would. Made by :meth:`DatasetPlan.jobs`."""
+
+    out: str
+    name: str
+    files: tuple[SourceFile, ...]
+    format: str
+    bits: int
+    eot_id: int | None
+    separator: str | None
+    text_field: str
+    skip: bool
+
+    def write(self, tok: Tokenizer, num_threads: int | None = None) -> ShardWritten:
+        """Writes the shard into place with the tokenizer ``tok`` (the plan's), and returns what the
+        manifest records of it (:meth:`DatasetPlan.record` takes it). Raises as
+        :meth:`bytepair.Tokenizer.encode_dataset` does, naming the input.
+
+        >>> import os, tempfile, bytepair
+        >>> d = tempfile.mkdtemp()
+        >>> _ = open(os.path.join(d, "a.txt"), "w").write("hi")
+        >>> tok = bytepair.Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
+        >>> plan = plan_dataset(tok, os.path.join(d, "a.txt"), os.path.join(d, "out"), format="bin")
+        >>> (job,) = plan.jobs()
+        >>> written = job.write(tok)
+        >>> written.shard[:3], sorted(os.listdir(os.path.join(d, "out")))
+        (('00000-a', 3, 1), ['00000-a.bin', '00000-a.idx.npy', 'manifest.json'])
+        """
+        shards_written: list[tuple[Any, ...]] = []
+        jobs = [(self.name, _source(_Input(0, file=f), self.text_field)) for f in self.files]
+        tokens, documents, skipped, skipped_errors, input_bytes = _core.encode_dataset(
+            tok._encoder,
+            self.out,
+            jobs,
+            self.format,
+            self.bits,
+            self.eot_id,
+            self.separator,
+            self.text_field,
+            self.skip,
+            num_threads,
+            None,
+            sum(f.size for f in self.files),
+            shards_written.append,
+        )
+        return ShardWritten(shards_written[0], tokens, documents, skipped, skipped_errors, input_bytes)
+
+
+@dataclass(frozen=True)
+class ShardWritten:
+    """A shard written by :meth:`ShardJob.write`: the record the manifest keeps of it (``shard``, as the
+    engine reports it) and the totals a :class:`DatasetSummary` adds up."""
+
+    shard: tuple[Any, ...]
+    tokens: int
+    documents: int
+    skipped: int
+    skipped_errors: list[str]
+    input_bytes: int
+
+
+class DatasetPlan:
+    """An :func:`encode_dataset` run made ready by :func:`plan_dataset`: the arguments checked, the output
+    directory checked against its manifest and the manifest written, the shards still to write
+    (:meth:`jobs`). The shards may be written here or elsewhere; each one written is :meth:`record`-ed,
+    and :meth:`finish` writes the manifest and returns the summary. The manifest is the same bytes
+    whichever process wrote which shard, in whatever order."""
+
+    def __init__(
+        self,
+        out: str,
+        manifest_path: str,
+        manifest: dict[str, Any],
+        summary: DatasetSummary,
+        todo: list[tuple[str, list[_Input]]],
+        settings: dict[str, Any],
+    ) -> None:
+        self.out, self.summary, self.todo, self.settings = out, summary, todo, settings
+        self.started = time.monotonic()
+        self.identities = {name: [item.identity() for item in inputs] for name, inputs in todo}
+        #: The bytes of the input files still to encode, for progress.
+        self.total = sum(item.file.size for _, inputs in todo for item in inputs if item.file is not None)
+        self.recorder = _Recorder(manifest_path, manifest)
+
+    def jobs(self) -> list[ShardJob]:
+        """The shards still to write, each a :class:`ShardJob`; TypeError when one comes from an iterable
+        (which cannot be sent to another process).
+
+        >>> import os, tempfile, bytepair
+        >>> d = tempfile.mkdtemp()
+        >>> os.mkdir(os.path.join(d, "in"))
+        >>> for name in ["a.txt", "b.jsonl"]:
+        ...     _ = open(os.path.join(d, "in", name), "w").write('{"text": "hi"}')
+        >>> tok = bytepair.Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
+        >>> [job.name for job in plan_dataset(tok, os.path.join(d, "in"), os.path.join(d, "out")).jobs()]
+        ['00000-a', '00001-b']
+        """
+        jobs = []
+        for name, inputs in self.todo:
+            if any(item.file is None for item in inputs):
+                raise TypeError(f"shard {name} comes from an iterable, which only this process can read")
+            files = tuple(item.file for item in inputs if item.file is not None)
+            jobs.append(ShardJob(self.out, name, files, **self.settings))
+        return jobs
+
+    def record(self, shard: tuple[Any, ...]) -> None:
+        """Records in the manifest a shard now in place (:attr:`ShardWritten.shard`); the manifest is
+        rewritten as :func:`encode_dataset` says.
+
+        >>> import os, tempfile, bytepair
+        >>> d = tempfile.mkdtemp()
+        >>> _ = open(os.path.join(d, "a.txt"), "w").write("hi")
+        >>> tok = bytepair.Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
+        >>> plan = plan_dataset(tok, os.path.join(d, "a.txt"), os.path.join(d, "out"))
+        >>> written = plan.jobs()[0].write(tok)
+        >>> plan.record(written.shard)
+        >>> [s.name for s in bytepair.shards.open(os.path.join(d, "out")).shards]
+        ['00000-a']
+        """
+        name, tokens, documents, skipped, text_bytes, files = shard
+        record = {
+            "name": name,
+            "inputs": self.identities[name],
+            "tokens": tokens,
+            "documents": documents,
+            "text_bytes": text_bytes,
+            "skipped": skipped,
+            "files": [{"name": f, "bytes": size, "crc32": f"{crc:08x}"} for f, size, crc in files],
+        }
+        self.recorder.add(record)
+        self.summary.written.append(name)
+
+    def save(self) -> None:
+        """Writes the manifest now, if a shard was recorded since it was last written: what an
+        interrupted run must keep.
+
+        >>> import os, tempfile, bytepair
+        >>> d = tempfile.mkdtemp()
+        >>> _ = open(os.path.join(d, "a.txt"), "w").write("hi")
+        >>> tok = bytepair.Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
+        >>> plan_dataset(tok, os.path.join(d, "a.txt"), os.path.join(d, "out")).save()
+        >>> os.listdir(os.path.join(d, "out"))
+        ['manifest.json']
+        """
+        self.recorder.write()
+
+    def finish(
+        self, tokens: int, documents: int, skipped: int, skipped_errors: list[str], input_bytes: int
+    ) -> DatasetSummary:
+        """Writes the manifest and returns the summary of the run, with the totals of the shards written.
+
+        >>> import os, tempfile, bytepair
+        >>> d = tempfile.mkdtemp()
+        >>> _ = open(os.path.join(d, "a.txt"), "w").write("hi")
+        >>> tok = bytepair.Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
+        >>> plan = plan_dataset(tok, os.path.join(d, "a.txt"), os.path.join(d, "out"))
+        >>> plan.finish(0, 0, 0, [], 0).written
+        []
+        """
+        self.recorder.write()
+        summary = self.summary
+        summary.tokens, summary.documents, summary.input_bytes = tokens, documents, input_bytes
+        summary.skipped, summary.skipped_errors = skipped, skipped_errors
+        summary.seconds = time.monotonic() - self.started
+        return summary
+
+
+def plan_dataset(
     tok: Tokenizer,
-    engine: Any,
     sources: Source,
     out: PathLike,
     *,
@@ -374,36 +558,29 @@ def encode_dataset(
     text_field: str = "text",
     eot: bool | str = True,
     errors: str = "strict",
-    num_threads: int | None = None,
-    progress: bool | Callable[..., None] = False,
     resume: bool = True,
     single_output: bool | str = False,
     part: tuple[int, int] | None = None,
-    _chunk_size: int | None = None,
-) -> DatasetSummary:
-    """See :meth:`bytepair.Tokenizer.encode_dataset`; ``engine`` is the tokenizer's ``_core.Encoder``, and
-    ``part`` ``(index, count)`` makes only that part of the inputs' shards (``bytepair encode
-    --shard-index I --num-shards N``), with a manifest of its own, ``manifest.I-of-N.json``.
+) -> DatasetPlan:
+    """Makes an :func:`encode_dataset` run ready, up to writing the first shard (see :class:`DatasetPlan`):
+    checks the arguments, the tokenizer and the output directory, raising as
+    :meth:`bytepair.Tokenizer.encode_dataset` does, removes temporary files left by killed runs, and
+    writes the manifest.
 
     >>> import os, tempfile, bytepair
     >>> d = tempfile.mkdtemp()
-    >>> for name in ["a.txt", "b.txt", "c.txt"]:
-    ...     _ = open(os.path.join(d, name), "w").write(name)
-    >>> tok = bytepair.Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
-    >>> out = os.path.join(d, "out")
-    >>> encode_dataset(tok, tok._encoder, os.path.join(d, "*.txt"), out, part=(1, 3)).written
-    ['00001-b']
-    >>> sorted(os.listdir(out))
-    ['00001-b.bin', '00001-b.idx', 'manifest.1-of-3.json']
+    >>> _ = open(os.path.join(d, "a.txt"), "w").write("hi")
+    >>> tok = bytepair.Tokenizer({i: bytes([i]) for i in range(256)}, [])
+    >>> plan_dataset(tok, os.path.join(d, "a.txt"), os.path.join(d, "out"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: the end-of-text token '<|endoftext|>' is not in the vocabulary: ...
     """
-    started = time.monotonic()
     if format not in shards.FORMATS:
         raise ValueError(f"format must be one of {', '.join(map(repr, shards.FORMATS))}, not {format!r}")
     if not isinstance(text_field, str) or not text_field:
         raise TypeError(f"text_field must be a non-empty str, not {text_field!r}")
     if errors not in ("strict", "skip"):
         raise ValueError(f'errors must be "strict" or "skip", not {errors!r}')
-    num_threads = check_num_threads(num_threads)
     if part is not None and not (isinstance(part, tuple) and len(part) == 2):
         raise TypeError(f"part must be (index, count), not {part!r}")
     out = path_str(out, "out")
@@ -436,65 +613,114 @@ def encode_dataset(
     os.makedirs(out, exist_ok=True)
     if part is None:
         # Temporary files of a run that was killed; with parts, other jobs' live ones may be here too.
-        for name in os.listdir(out):
-            if _TEMPORARY.fullmatch(name):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(out, name))
+        remove_temporary_files(out)
     kept, complete = _complete(manifest, plan, out)
     manifest["shards"] = kept
     write_atomically(manifest_path, _dumps(manifest))
     summary = DatasetSummary(out=out, format=format, dtype=dtype, already_complete=sorted(complete))
     todo = [(name, inputs) for name, inputs in plan if name not in complete]
-    jobs = [(name, _source(item, text_field)) for name, inputs in todo for item in inputs]
-    identities = {name: [item.identity() for item in inputs] for name, inputs in todo}
-    total = sum(item.file.size for _, inputs in todo for item in inputs if item.file is not None)
+    settings = {
+        "format": format,
+        "bits": bits,
+        "eot_id": eot_id,
+        "separator": separator,
+        "text_field": text_field,
+        "skip": errors == "skip",
+    }
+    return DatasetPlan(out, manifest_path, manifest, summary, todo, settings)
 
-    recorder = _Recorder(manifest_path, manifest)
 
-    def on_shard(shard: tuple[Any, ...]) -> None:
-        name, tokens, documents, skipped, text_bytes, files = shard
-        record = {
-            "name": name,
-            "inputs": identities[name],
-            "tokens": tokens,
-            "documents": documents,
-            "text_bytes": text_bytes,
-            "skipped": skipped,
-            "files": [{"name": f, "bytes": size, "crc32": f"{crc:08x}"} for f, size, crc in files],
-        }
-        recorder.add(record)
-        summary.written.append(name)
+def remove_temporary_files(out: str) -> None:
+    """Removes from the directory ``out`` the temporary files of shards being written (``.bp-*.tmp``):
+    those of a run that was killed, when no other run writes there.
 
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> for name in [".bp-0123456789abcdef.tmp", "00000-a.bin"]:
+    ...     _ = open(os.path.join(d, name), "w").write("")
+    >>> remove_temporary_files(d)
+    >>> os.listdir(d)
+    ['00000-a.bin']
+    """
+    for name in os.listdir(out):
+        if _TEMPORARY.fullmatch(name):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(out, name))
+
+
+def encode_dataset(
+    tok: Tokenizer,
+    engine: Any,
+    sources: Source,
+    out: PathLike,
+    *,
+    format: str = "megatron",
+    text_field: str = "text",
+    eot: bool | str = True,
+    errors: str = "strict",
+    num_threads: int | None = None,
+    progress: bool | Callable[..., None] = False,
+    resume: bool = True,
+    single_output: bool | str = False,
+    part: tuple[int, int] | None = None,
+    _chunk_size: int | None = None,
+) -> DatasetSummary:
+    """See :meth:`bytepair.Tokenizer.encode_dataset`; ``engine`` is the tokenizer's ``_core.Encoder``, and
+    ``part`` ``(index, count)`` makes only that part of the inputs' shards (``bytepair encode
+    --shard-index I --num-shards N``), with a manifest of its own, ``manifest.I-of-N.json``.
+
+    >>> import os, tempfile, bytepair
+    >>> d = tempfile.mkdtemp()
+    >>> for name in ["a.txt", "b.txt", "c.txt"]:
+    ...     _ = open(os.path.join(d, name), "w").write(name)
+    >>> tok = bytepair.Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
+    >>> out = os.path.join(d, "out")
+    >>> encode_dataset(tok, tok._encoder, os.path.join(d, "*.txt"), out, part=(1, 3)).written
+    ['00001-b']
+    >>> sorted(os.listdir(out))
+    ['00001-b.bin', '00001-b.idx', 'manifest.1-of-3.json']
+    """
+    num_threads = check_num_threads(num_threads)
+    plan = plan_dataset(
+        tok,
+        sources,
+        out,
+        format=format,
+        text_field=text_field,
+        eot=eot,
+        errors=errors,
+        resume=resume,
+        single_output=single_output,
+        part=part,
+    )
+    jobs = [(name, _source(item, text_field)) for name, inputs in plan.todo for item in inputs]
+    settings = plan.settings
     with ProgressBar() if progress is True else contextlib.nullcontext() as bar:
         callback = bar if progress is True else progress if callable(progress) else None
         try:
-            tokens, documents, skipped, skipped_errors, input_bytes = _core.encode_dataset(
+            result = _core.encode_dataset(
                 engine,
-                out,
+                plan.out,
                 jobs,
-                format,
-                bits,
-                eot_id,
-                separator,
-                text_field,
-                errors == "skip",
+                settings["format"],
+                settings["bits"],
+                settings["eot_id"],
+                settings["separator"],
+                settings["text_field"],
+                settings["skip"],
                 num_threads,
                 _chunk_size,
-                total,
-                on_shard,
+                plan.total,
+                plan.record,
                 callback,
             )
         except BaseException:
             # The shards finished before the error are complete: record them, unless that fails too
             # (a full disk), which must not hide the error.
             with contextlib.suppress(OSError):
-                recorder.write()
+                plan.save()
             raise
-        recorder.write()
-    summary.tokens, summary.documents, summary.input_bytes = tokens, documents, input_bytes
-    summary.skipped, summary.skipped_errors = skipped, skipped_errors
-    summary.seconds = time.monotonic() - started
-    return summary
+    return plan.finish(*result)
 
 
 class _Recorder:

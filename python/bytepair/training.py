@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
 from . import _core
-from ._common import check_errors, check_num_threads, check_special_tokens, check_text_field
+from ._common import (
+    check_errors,
+    check_num_threads,
+    check_special_tokens,
+    check_text_field,
+    check_vocab_size,
+)
 from ._progress import ProgressBar
 from .counting import PreTokenCounts, count_pretokens
 from .sources import Source, resolve
@@ -16,20 +21,6 @@ from .sources import Source, resolve
 ProgressCallback = Callable[[str, int, int], None]
 
 __all__ = ["train_bpe", "train_from_counts"]
-
-
-def _check_vocab_size(vocab_size: Any, specials: list[str]) -> int:
-    """``vocab_size`` checked against the special tokens, and capped where training stops anyway."""
-    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
-        raise TypeError(f"vocab_size must be an int, not {type(vocab_size).__name__}")
-    added = [t for t in specials if len(t.encode("utf-8")) > 1]  # one byte: that byte's token already
-    if vocab_size < 256 + len(added):
-        raise ValueError(
-            f"vocab_size {vocab_size} is too small: the 256 byte tokens and the special tokens need at least "
-            f"{256 + len(added)}"
-        )
-    # Training stops when no pair is left, long before any vocab_size beyond sys.maxsize.
-    return min(vocab_size, sys.maxsize)
 
 
 def train_bpe(
@@ -113,7 +104,7 @@ def train_bpe(
     {'distinct_pretokens': 3, 'bytes': 64, 'tokens': 24}
     """
     specials = check_special_tokens(special_tokens)
-    vocab_size = _check_vocab_size(vocab_size, specials)
+    vocab_size = check_vocab_size(vocab_size, specials)
     check_text_field(text_field)
     check_errors(errors)
     num_threads = check_num_threads(num_threads)
@@ -193,7 +184,7 @@ def train_from_counts(
         raise TypeError(f"counts must be a PreTokenCounts, not {type(counts).__name__}")
     counted_with = counts.special_tokens or []
     specials = counted_with if special_tokens is None else check_special_tokens(special_tokens)
-    vocab_size = _check_vocab_size(vocab_size, specials)
+    vocab_size = check_vocab_size(vocab_size, specials)
     with ProgressBar() if progress is True else contextlib.nullcontext() as bar:
         callback = bar if progress is True else progress if callable(progress) else None
         vocab, merges, _ = counts._train(vocab_size, specials, callback, False)

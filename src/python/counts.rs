@@ -20,9 +20,9 @@ use super::objects::{bytes, int, list, string, tuple};
 use super::strings::utf8;
 use crate::error::try_reserve;
 use crate::{
-    count_sources, count_texts, encoded_length, thread_count, train_counts, train_counts_owned,
-    Compression, CorpusCounts, Error, Errors, Format, RecordAt, SourceKind, SourceOptions,
-    SpecialTokens, DEFAULT_CHUNK_SIZE,
+    count_sources, count_text_range, count_texts, encoded_length, thread_count, train_counts,
+    train_counts_owned, Compression, CorpusCounts, Error, Errors, Format, RecordAt, SourceKind,
+    SourceOptions, SpecialTokens, DEFAULT_CHUNK_SIZE,
 };
 
 /// Pre-token counts with their totals, mergeable and saved compactly.
@@ -225,6 +225,27 @@ impl PyPreTokenCounts {
         };
         let counted = run_interruptible(py, &progress, || {
             count_sources(&files, &options, &progress).map_err(|e| progress.error(e))
+        })?;
+        self.absorb(Ok(counted))
+    }
+
+    /// Counts the part of the uncompressed text file `path` between the first safe cuts at or after
+    /// the byte offsets `start` and `end` (`count_text_range`) into these counts.
+    #[pyo3(signature = (path, start, end, special_tokens, progress=None))]
+    fn _count_range(
+        &mut self,
+        py: Python<'_>,
+        path: PathBuf,
+        start: u64,
+        end: u64,
+        special_tokens: Vec<String>,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
+        let specials = self.specials(special_tokens)?;
+        let progress = PyProgress::new(progress);
+        let counted = run_interruptible(py, &progress, || {
+            count_text_range(&path, start, end, &specials, DEFAULT_CHUNK_SIZE, &progress)
+                .map_err(|e| progress.error(e))
         })?;
         self.absorb(Ok(counted))
     }

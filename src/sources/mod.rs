@@ -12,6 +12,8 @@
 //! - [`counts_file`]: the file [`CorpusCounts`] are saved in.
 //! - [`documents`]: a file's documents in order, a [`Piece`] at a time, for encoding
 //!   ([`open_documents`]).
+//! - [`range`]: a byte range of an uncompressed text file counted on its own, cut at safe places
+//!   ([`count_text_range`]), so that the parts of a large file can be counted apart and added up.
 //!
 //! Parquet is read by the Python layer (pyarrow), which hands the engine each batch of rows
 //! ([`count_texts`]); the engine only names the format.
@@ -22,7 +24,9 @@ mod decompress;
 mod documents;
 mod jsonl;
 mod kind;
+mod range;
 
 pub use count::{count_sources, count_texts, CorpusCounts, Errors, SourceOptions, MAX_KEPT_ERRORS};
 pub use documents::{open_documents, DocumentOptions, DocumentReader, Piece};
 pub use kind::{Compression, Format, SourceKind};
+pub use range::count_text_range;
