@@ -3,9 +3,10 @@
 //! The inputs are read in order, a [`Piece`] at a time, by whichever worker thread holds the reader:
 //! each piece gets the next sequence number. Workers encode their pieces in parallel, and the calling
 //! thread writes them in sequence into the shard of their input, finishing a shard when its last input
-//! ends. So one large text file keeps every thread busy as `encode_file` does, many small files do too,
-//! and the bytes of every shard depend only on its inputs, never on the threads or the piece sizes
-//! (every piece boundary is a document boundary or a safe cut). A worker takes a piece only within
+//! ends ([`crate::ordered`], the pipeline `encode_file` runs too). So one large text file keeps every
+//! thread busy as `encode_file` does, many small files do too, and the bytes of every shard depend only
+//! on its inputs, never on the threads or the piece sizes (every piece boundary is a document boundary
+//! or a safe cut). A worker takes a piece only within
 //! `2 * threads` pieces of the next one to write, which bounds memory whatever the inputs.
 //!
 //! Reading (decompression, JSON parsing, Python's Parquet batches) is serial, one piece at a time; it
@@ -15,22 +16,20 @@
 //! to the caller) only after its last piece, and the error returned is the first in sequence, so every
 //! shard before it is complete and none after it was started.
 
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, PoisonError};
 
 use super::writer::{Shard, ShardFormat, ShardWriter};
 use crate::encode::cache::{CacheCap, Scratch};
 use crate::encode::file::{to_le_bytes, Dtype};
 use crate::encode::Encoder;
-use crate::error::{try_push, try_reserve, Error, Result};
+use crate::error::{try_push, Error, Result};
+use crate::ordered::{run_ordered, OrderedSink, OrderedWork};
 use crate::progress::Progress;
 use crate::sources::{
     open_documents, DocumentOptions, DocumentReader, Errors, Piece, SourceKind, MAX_KEPT_ERRORS,
 };
 use crate::special::Segment;
-use crate::threads::{thread_count, StartGate};
+use crate::threads::thread_count;
 
 /// Where a shard's documents come from.
 pub enum DatasetInput<'a> {
@@ -96,8 +95,7 @@ pub struct ShardInputs {
     pub text_bytes: u64,
 }
 
-/// A piece encoded: the ids (little-endian bytes of the dtype) and where its documents end, or the
-/// error that stopped it.
+/// A piece encoded: the ids (little-endian bytes of the dtype) and where its documents end.
 struct Encoded {
     job: usize,
     bytes: Vec<u8>,
@@ -110,62 +108,17 @@ struct Encoded {
     skip_messages: Vec<String>,
 }
 
-/// The inputs, read in order; one worker at a time holds them.
+/// The inputs, read in order.
 struct Reading<'a> {
     inputs: Vec<Option<DatasetInput<'a>>>,
     next_job: usize,
     current: Option<(usize, Box<dyn DocumentReader + 'a>)>,
-    /// The sequence number of the next piece.
-    next_seq: u64,
-    /// Set at the end of the inputs, after an error, and when the writer stops: no more pieces.
-    stop: bool,
-    /// Pieces done with, for the next reads: at most one per piece in flight.
-    spare: Vec<Piece>,
 }
 
-impl<'a> Reading<'a> {
-    /// Reads the next piece into `piece`: its job and whether its input ended, or the error; None
-    /// after the last input.
-    fn read(
-        &mut self,
-        piece: &mut Piece,
-        documents: &DocumentOptions<'a>,
-        progress: &dyn Progress,
-    ) -> Option<(usize, Result<bool>)> {
-        if self.current.is_none() {
-            let job = self.next_job;
-            let input = self.inputs.get_mut(job)?.take();
-            self.next_job += 1;
-            let opened = match input {
-                Some(DatasetInput::File(path, kind)) => {
-                    open_documents(&path, kind, documents, progress)
-                }
-                Some(DatasetInput::Reader(reader)) => Ok(reader),
-                None => unreachable!("each input is opened once"),
-            };
-            match opened {
-                Ok(reader) => self.current = Some((job, reader)),
-                Err(e) => return Some((job, Err(e))),
-            }
-        }
-        let (job, reader) = self.current.as_mut().expect("opened above");
-        let job = *job;
-        let read = reader.read(piece);
-        if !matches!(read, Ok(false)) {
-            self.current = None;
-        }
-        Some((job, read))
-    }
-}
-
-/// Encoded pieces on their way to the writer.
-struct Queue {
-    /// At most one per piece in flight, in any order.
-    encoded: Vec<(u64, Result<Encoded>)>,
-    /// Workers that may still add to `encoded`.
-    workers: usize,
-    /// Output buffers written, for the next pieces.
-    spare_out: Vec<Vec<u8>>,
+/// A piece read: its job, and whether its input ended with it (the text is in the worker's piece).
+struct PieceRead {
+    job: usize,
+    ended: bool,
 }
 
 /// A worker's own buffers and caches, kept from piece to piece.
@@ -174,10 +127,12 @@ struct Worker {
     /// Made with the first piece, so that failing to allocate it is that piece's error.
     scratch: Option<Scratch>,
     ids: Vec<u32>,
+    /// The piece read last.
+    piece: Piece,
 }
 
-/// What workers share.
-struct Shared<'a, 'o> {
+/// Reading the inputs' pieces and encoding each.
+struct DatasetWork<'a, 'o> {
     encoder: &'o Encoder,
     options: &'o DatasetOptions<'a>,
     documents: DocumentOptions<'a>,
@@ -186,120 +141,80 @@ struct Shared<'a, 'o> {
     paths: Vec<Option<PathBuf>>,
     /// The index among the encoder's special tokens of the one that separates documents.
     separator: Option<usize>,
-    reading: Mutex<Reading<'a>>,
-    queue: Mutex<Queue>,
-    /// Pieces written (updated under `window`).
-    written: AtomicU64,
-    window: Mutex<()>,
-    /// Signalled when a piece was written or the work stopped.
-    room: Condvar,
-    /// Signalled when a piece was encoded or a worker ended.
-    ready: Condvar,
-    /// Pieces in flight at most.
-    in_flight: u64,
 }
 
-/// Counts a worker out when it ends, by returning or by panicking, and wakes the writer.
-struct WorkerDone<'s, 'a, 'o>(&'s Shared<'a, 'o>);
+impl<'a> OrderedWork for DatasetWork<'a, '_> {
+    type Reader = Reading<'a>;
+    type Worker = Worker;
+    type Item = PieceRead;
+    type Done = Encoded;
 
-impl Drop for WorkerDone<'_, '_, '_> {
-    fn drop(&mut self) {
-        let shared = self.0;
-        shared
-            .queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .workers -= 1;
-        shared.ready.notify_all();
-    }
-}
-
-impl<'a> Shared<'a, '_> {
-    fn reading(&self) -> std::sync::MutexGuard<'_, Reading<'a>> {
-        self.reading.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Stops the reading, and wakes the workers that wait for room.
-    fn stop(&self) {
-        self.reading().stop = true;
-        let _window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
-        self.room.notify_all();
-    }
-
-    /// Takes the next piece, once fewer than `in_flight` wait to be written, reads and encodes it;
-    /// None at the end of the inputs or once stopped.
-    fn next_piece(&self, worker: &mut Worker) -> Option<(u64, Result<Encoded>)> {
-        let (seq, job, read, mut piece) = loop {
-            let mut reading = self.reading();
-            if reading.stop {
-                return None;
-            }
-            let seq = reading.next_seq;
-            if seq >= self.written.load(Ordering::Acquire) + self.in_flight {
-                drop(reading);
-                let mut window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
-                while seq >= self.written.load(Ordering::Acquire) + self.in_flight
-                    && !self.reading().stop
-                {
-                    window = self
-                        .room
-                        .wait(window)
-                        .unwrap_or_else(PoisonError::into_inner);
+    /// Reads the next piece of the current input, or of the next one, into the worker's piece.
+    fn read(&self, reading: &mut Reading<'a>, worker: &mut Worker) -> Option<Result<PieceRead>> {
+        if reading.current.is_none() {
+            let job = reading.next_job;
+            let input = reading.inputs.get_mut(job)?.take();
+            reading.next_job += 1;
+            let opened = match input {
+                Some(DatasetInput::File(path, kind)) => {
+                    open_documents(&path, kind, &self.documents, self.progress)
                 }
-                continue;
-            }
-            let mut piece = reading.spare.pop().unwrap_or_default();
-            let Some((job, read)) = reading.read(&mut piece, &self.documents, self.progress) else {
-                reading.stop = true;
-                drop(reading);
-                self.stop();
-                return None;
+                Some(DatasetInput::Reader(reader)) => Ok(reader),
+                None => unreachable!("each input is opened once"),
             };
-            reading.next_seq += 1;
-            // Nothing after an error is read: it is the last piece.
-            reading.stop |= read.is_err();
-            break (seq, job, read, piece);
-        };
-        let bytes = self.queue().spare_out.pop().unwrap_or_default();
-        let encoded = read.and_then(|ended| {
-            let (bytes, ends) = self.encode(job, &piece, worker, bytes)?;
-            Ok(Encoded {
-                job,
-                bytes,
-                ends,
-                ended,
-                input_bytes: piece.input_bytes,
-                text_bytes: piece.text.len() as u64,
-                skipped: piece.skipped,
-                skip_messages: std::mem::take(&mut piece.skip_messages),
-            })
-        });
-        self.reading().spare.push(piece);
-        Some((seq, encoded))
+            match opened {
+                Ok(reader) => reading.current = Some((job, reader)),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let (job, reader) = reading.current.as_mut().expect("opened above");
+        let job = *job;
+        let read = reader.read(&mut worker.piece);
+        if !matches!(read, Ok(false)) {
+            reading.current = None;
+        }
+        Some(read.map(|ended| PieceRead { job, ended }))
     }
 
-    /// The ids of `piece` (of input `job`) as the bytes of the dtype, into `bytes`, and where its
-    /// documents end.
+    fn work(&self, read: PieceRead, worker: &mut Worker, bytes: Vec<u8>) -> Result<Encoded> {
+        let PieceRead { job, ended } = read;
+        let (bytes, ends) = self.encode(job, worker, bytes)?;
+        let piece = &mut worker.piece;
+        Ok(Encoded {
+            job,
+            bytes,
+            ends,
+            ended,
+            input_bytes: piece.input_bytes,
+            text_bytes: piece.text.len() as u64,
+            skipped: piece.skipped,
+            skip_messages: std::mem::take(&mut piece.skip_messages),
+        })
+    }
+}
+
+impl DatasetWork<'_, '_> {
+    /// The ids of the worker's piece (of input `job`) as the bytes of the dtype, into `bytes`, and
+    /// where its documents end.
     fn encode(
         &self,
         job: usize,
-        piece: &Piece,
         worker: &mut Worker,
         mut bytes: Vec<u8>,
     ) -> Result<(Vec<u8>, Vec<u64>)> {
         let (encoder, options) = (self.encoder, self.options);
-        let scratch = match &mut worker.scratch {
+        let Worker {
+            scratch,
+            ids,
+            piece,
+        } = worker;
+        let scratch = match scratch {
             Some(scratch) => scratch,
-            None => worker.scratch.insert(
+            None => scratch.insert(
                 Scratch::for_text(options.chunk_size, CacheCap::CALL)
                     .map_err(|e| e.named("the encoder's caches"))?,
             ),
         };
-        let ids = &mut worker.ids;
         ids.clear();
         let mut ends = Vec::new();
         let oom = |e: crate::AllocError| e.named("the ids of a piece");
@@ -387,7 +302,6 @@ pub fn encode_dataset<'a>(
         None => None,
     };
     let threads = thread_count(options.num_threads);
-    let in_flight = 2 * threads;
     let shards: Vec<String> = jobs.iter().map(|j| j.shard.clone()).collect();
     let paths = jobs
         .iter()
@@ -396,12 +310,7 @@ pub fn encode_dataset<'a>(
             DatasetInput::Reader(_) => None,
         })
         .collect();
-    let (mut encoded, mut spare_out, mut spare) = (Vec::new(), Vec::new(), Vec::new());
-    let queue_oom = |e: crate::AllocError| e.named("the queue of pieces");
-    try_reserve(&mut encoded, in_flight).map_err(queue_oom)?;
-    try_reserve(&mut spare_out, in_flight).map_err(queue_oom)?;
-    try_reserve(&mut spare, in_flight + threads).map_err(queue_oom)?;
-    let shared = Shared {
+    let work = DatasetWork {
         encoder,
         options,
         documents: DocumentOptions {
@@ -413,172 +322,84 @@ pub fn encode_dataset<'a>(
         progress,
         paths,
         separator,
-        reading: Mutex::new(Reading {
-            inputs: jobs.into_iter().map(|j| Some(j.input)).collect(),
-            next_job: 0,
-            current: None,
-            next_seq: 0,
-            stop: false,
-            spare,
-        }),
-        queue: Mutex::new(Queue {
-            encoded,
-            workers: 0,
-            spare_out,
-        }),
-        written: AtomicU64::new(0),
-        window: Mutex::new(()),
-        room: Condvar::new(),
-        ready: Condvar::new(),
-        in_flight: in_flight as u64,
     };
-    let gate = StartGate::default();
-    std::thread::scope(|scope| {
-        let shared = &shared;
-        let mut workers = Vec::new();
-        try_reserve(&mut workers, threads).map_err(queue_oom)?;
-        for _ in 0..threads {
-            shared.queue().workers += 1;
-            let gate = &gate;
-            let started = crate::threads::spawn_scoped(scope, move || {
-                let _done = WorkerDone(shared);
-                gate.enter();
-                let mut worker = Worker::default();
-                let work = || {
-                    while let Some(encoded) = shared.next_piece(&mut worker) {
-                        // Room reserved: at most `in_flight` pieces (and one per worker past the
-                        // window check) are between written and read.
-                        shared.queue().encoded.push(encoded);
-                        shared.ready.notify_all();
-                    }
-                };
-                // A panic would leave its piece unwritten and the writer waiting for it: stop
-                // everyone, then let the panic reach the caller through `join`.
-                if let Err(panic) = catch_unwind(AssertUnwindSafe(work)) {
-                    shared.stop();
-                    resume_unwind(panic);
-                }
-            });
-            match started {
-                Ok(worker) => workers.push(worker),
-                // Out of memory for a stack, or at the process's thread limit: the workers that
-                // started do the work.
-                Err(_) => {
-                    shared.queue().workers -= 1;
-                    break;
-                }
-            }
-        }
-        gate.open(workers.len());
-        // With no worker at all, this thread encodes each piece before writing it.
-        let mut alone = workers.is_empty().then(Worker::default);
-        let next_in_order = |written: u64| -> Option<Result<Encoded>> {
-            if let Some(worker) = &mut alone {
-                return shared.next_piece(worker).map(|(_, encoded)| encoded);
-            }
-            let mut queue = shared.queue();
-            loop {
-                if let Some(at) = queue.encoded.iter().position(|&(seq, _)| seq == written) {
-                    return Some(queue.encoded.swap_remove(at).1);
-                }
-                if queue.workers == 0 {
-                    return None;
-                }
-                queue = shared
-                    .ready
-                    .wait(queue)
-                    .unwrap_or_else(PoisonError::into_inner);
-            }
-        };
-        let mut writer = Writer {
-            shared,
-            folder,
-            shards: &shards,
-            eot: eot_bytes.as_deref(),
-            on_shard,
-            current: None,
-            summary: DatasetSummary::default(),
-        };
-        let result = writer.write_all(next_in_order);
-        drop(writer.current.take());
-        shared.stop();
-        for worker in workers {
-            if let Err(panic) = worker.join() {
-                resume_unwind(panic);
-            }
-        }
-        result.map(|()| writer.summary)
-    })
+    let reading = Reading {
+        inputs: jobs.into_iter().map(|j| Some(j.input)).collect(),
+        next_job: 0,
+        current: None,
+    };
+    let mut writer = Writer {
+        options,
+        progress,
+        folder,
+        shards: &shards,
+        eot: eot_bytes.as_deref(),
+        on_shard,
+        current: None,
+        summary: DatasetSummary::default(),
+    };
+    run_ordered(&work, reading, threads, 2 * threads, &mut writer)?;
+    Ok(writer.summary)
 }
 
 /// The calling thread's side: writes the pieces in sequence into their shards.
-struct Writer<'s, 'a, 'o, 'f> {
-    shared: &'s Shared<'a, 'o>,
+struct Writer<'o, 'a, 'f> {
+    options: &'o DatasetOptions<'a>,
+    progress: &'o dyn Progress,
     folder: &'f Path,
     shards: &'f [String],
     eot: Option<&'f [u8]>,
     on_shard: &'f mut dyn FnMut(&Shard, ShardInputs) -> Result<()>,
-    /// The shard being written, and what its inputs held so far.
+    /// The shard being written, and what its inputs held so far; dropped unfinished on an error,
+    /// which removes its files.
     current: Option<(ShardWriter, ShardInputs)>,
     summary: DatasetSummary,
 }
 
-impl Writer<'_, '_, '_, '_> {
-    fn write_all(
-        &mut self,
-        mut next_in_order: impl FnMut(u64) -> Option<Result<Encoded>>,
-    ) -> Result<()> {
-        let shared = self.shared;
-        let options = shared.options;
-        let mut written = 0;
-        while let Some(encoded) = next_in_order(written) {
-            let piece = encoded?;
-            let name = &self.shards[piece.job];
-            let (shard, inputs) = match &mut self.current {
-                Some(current) => current,
-                None => self.current.insert((
-                    ShardWriter::create(self.folder, name, options.format, options.dtype)?,
-                    ShardInputs::default(),
-                )),
-            };
-            shard.write(&piece.bytes, &piece.ends)?;
-            inputs.skipped += piece.skipped;
-            inputs.text_bytes += piece.text_bytes;
-            let summary = &mut self.summary;
-            summary.documents += piece.ends.len() as u64;
-            summary.skipped += piece.skipped;
-            summary.input_bytes += piece.input_bytes;
-            let room = MAX_KEPT_ERRORS - summary.skipped_errors.len();
-            summary
-                .skipped_errors
-                .extend(piece.skip_messages.into_iter().take(room));
-            if piece.ended {
-                let before = shard.documents();
-                shard.end_open_document(self.eot)?;
-                summary.documents += shard.documents() - before;
-                if self.shards.get(piece.job + 1) != Some(name) {
-                    let (shard, inputs) = self.current.take().expect("written above");
-                    let shard = shard.finish()?;
-                    self.summary.tokens += shard.tokens;
-                    (self.on_shard)(&shard, inputs)?;
-                }
+impl OrderedSink<Encoded> for Writer<'_, '_, '_> {
+    fn write(&mut self, piece: Encoded) -> Result<Vec<u8>> {
+        let options = self.options;
+        let name = &self.shards[piece.job];
+        let (shard, inputs) = match &mut self.current {
+            Some(current) => current,
+            None => self.current.insert((
+                ShardWriter::create(self.folder, name, options.format, options.dtype)?,
+                ShardInputs::default(),
+            )),
+        };
+        shard.write(&piece.bytes, &piece.ends)?;
+        inputs.skipped += piece.skipped;
+        inputs.text_bytes += piece.text_bytes;
+        let summary = &mut self.summary;
+        summary.documents += piece.ends.len() as u64;
+        summary.skipped += piece.skipped;
+        summary.input_bytes += piece.input_bytes;
+        let room = MAX_KEPT_ERRORS - summary.skipped_errors.len();
+        summary
+            .skipped_errors
+            .extend(piece.skip_messages.into_iter().take(room));
+        if piece.ended {
+            let before = shard.documents();
+            shard.end_open_document(self.eot)?;
+            summary.documents += shard.documents() - before;
+            if self.shards.get(piece.job + 1) != Some(name) {
+                let (shard, inputs) = self.current.take().expect("written above");
+                let shard = shard.finish()?;
+                self.summary.tokens += shard.tokens;
+                (self.on_shard)(&shard, inputs)?;
             }
-            written += 1;
-            {
-                let _window = shared.window.lock().unwrap_or_else(PoisonError::into_inner);
-                shared.written.store(written, Ordering::Release);
-                shared.room.notify_all();
-            }
-            shared.queue().spare_out.push(piece.bytes);
-            let tokens = self.summary.tokens + self.current.as_ref().map_or(0, |c| c.0.tokens());
-            shared.progress.encoded(
-                self.summary.input_bytes,
-                options.total_bytes,
-                self.summary.documents,
-                tokens,
-            )?;
         }
-        Ok(())
+        Ok(piece.bytes)
+    }
+
+    fn written(&mut self) -> Result<()> {
+        let tokens = self.summary.tokens + self.current.as_ref().map_or(0, |c| c.0.tokens());
+        self.progress.encoded(
+            self.summary.input_bytes,
+            self.options.total_bytes,
+            self.summary.documents,
+            tokens,
+        )
     }
 }
 
