@@ -27,8 +27,8 @@ use crate::error::{Error, Result};
 pub struct Output {
     /// The path the caller gave, which errors name.
     path: PathBuf,
-    /// The temporary file and the file it replaces at the end; None when writing directly (a device).
-    temp: Option<(PathBuf, PathBuf)>,
+    /// The temporary file that replaces the output at the end; None when writing directly (a device).
+    temp: Option<TempFile>,
 }
 
 impl Output {
@@ -49,8 +49,8 @@ impl Output {
             Err(e) => return Err(fail(e)),
         };
         let Some(meta) = existing else {
-            let (temp, file) = create_temp(path, None).map_err(fail)?;
-            return Ok((Self::temp(path, temp, path.to_path_buf()), file));
+            let (temp, file) = TempFile::create(path, None).map_err(fail)?;
+            return Ok((Self::temp(path, temp), file));
         };
         if same_file(&meta, input_meta) {
             return Err(Error::OutputIsInput(path.to_path_buf()));
@@ -61,8 +61,8 @@ impl Output {
         if meta.is_file() {
             // Through a symbolic link, the link's target is what gets replaced.
             let target = fs::canonicalize(path).map_err(fail)?;
-            let (temp, file) = create_temp(&target, Some(meta.permissions())).map_err(fail)?;
-            return Ok((Self::temp(path, temp, target), file));
+            let (temp, file) = TempFile::create(&target, Some(meta.permissions())).map_err(fail)?;
+            return Ok((Self::temp(path, temp), file));
         }
         let unseekable = || {
             fail(io::Error::other(
@@ -83,62 +83,86 @@ impl Output {
         Ok((output, file))
     }
 
-    fn temp(path: &Path, temp: PathBuf, target: PathBuf) -> Output {
+    fn temp(path: &Path, temp: TempFile) -> Output {
         Output {
             path: path.to_path_buf(),
-            temp: Some((temp, target)),
+            temp: Some(temp),
         }
     }
 
     /// Puts the written file in place (the file must be closed, so that close errors were seen).
-    pub fn commit(mut self) -> Result<()> {
-        if let Some((temp, target)) = &self.temp {
-            // No fsync: the rename makes the output appear whole or not at all to every reader, which
-            // is the guarantee; forcing gigabytes to disk first took seconds and protects only against
-            // power loss.
-            fs::rename(temp, target).map_err(|e| Error::io(&self.path, e))?;
-            self.temp = None;
+    pub fn commit(self) -> Result<()> {
+        // No fsync: the rename makes the output appear whole or not at all to every reader, which is
+        // the guarantee; forcing gigabytes to disk first took seconds and protects only against power
+        // loss.
+        match self.temp {
+            Some(temp) => temp.rename().map_err(|e| Error::io(&self.path, e)),
+            None => Ok(()),
         }
+    }
+}
+
+/// A file written under a temporary name beside its target, and renamed to the target once whole;
+/// dropping it before [`TempFile::rename`] removes it.
+pub(crate) struct TempFile {
+    temp: PathBuf,
+    target: PathBuf,
+    /// Set once renamed: nothing left to remove.
+    renamed: bool,
+}
+
+impl TempFile {
+    /// Creates a new, uniquely named temporary file beside `target`, with mode `permissions` (those of
+    /// the file it will replace) or, for a new file, the usual mode under the umask.
+    pub(crate) fn create(
+        target: &Path,
+        permissions: Option<fs::Permissions>,
+    ) -> io::Result<(TempFile, File)> {
+        static CALLS: AtomicU64 = AtomicU64::new(0);
+        let folder = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        loop {
+            // Random (RandomState is seeded per process and changes per instance), and the call
+            // count besides; `create_new` (O_EXCL) makes it unique whatever the odds.
+            let n = RandomState::new().hash_one(CALLS.fetch_add(1, Ordering::Relaxed));
+            let temp = folder.join(format!(".bp-{n:016x}.tmp"));
+            match OpenOptions::new().write(true).create_new(true).open(&temp) {
+                Ok(file) => {
+                    let temp = TempFile {
+                        temp,
+                        target: target.to_path_buf(),
+                        renamed: false,
+                    };
+                    if let Some(permissions) = permissions {
+                        file.set_permissions(permissions)?;
+                    }
+                    return Ok((temp, file));
+                }
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The temporary file's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.temp
+    }
+
+    /// Renames the file (closed, so that close errors were seen) to its target.
+    pub(crate) fn rename(mut self) -> io::Result<()> {
+        fs::rename(&self.temp, &self.target)?;
+        self.renamed = true;
         Ok(())
     }
 }
 
-impl Drop for Output {
+impl Drop for TempFile {
     fn drop(&mut self) {
-        if let Some((temp, _)) = self.temp.take() {
-            let _ = fs::remove_file(temp);
-        }
-    }
-}
-
-/// Creates a new, uniquely named temporary file beside `target`, with mode `permissions` (those of the
-/// file it will replace) or, for a new file, the usual mode under the umask.
-pub(crate) fn create_temp(
-    target: &Path,
-    permissions: Option<fs::Permissions>,
-) -> io::Result<(PathBuf, File)> {
-    static CALLS: AtomicU64 = AtomicU64::new(0);
-    let folder = match target.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    loop {
-        // Random (RandomState is seeded per process and changes per instance), and the call count
-        // besides; `create_new` (O_EXCL) makes it unique whatever the odds.
-        let n = RandomState::new().hash_one(CALLS.fetch_add(1, Ordering::Relaxed));
-        let temp = folder.join(format!(".bp-{n:016x}.tmp"));
-        match OpenOptions::new().write(true).create_new(true).open(&temp) {
-            Ok(file) => {
-                if let Some(permissions) = permissions {
-                    if let Err(e) = file.set_permissions(permissions) {
-                        let _ = fs::remove_file(&temp);
-                        return Err(e);
-                    }
-                }
-                return Ok((temp, file));
-            }
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
+        if !self.renamed {
+            let _ = fs::remove_file(&self.temp);
         }
     }
 }
@@ -183,7 +207,10 @@ mod tests {
         let long = dir.join("x".repeat(250));
         let (a, _fa) = Output::open(&long, &input).unwrap();
         let (b, _fb) = Output::open(&long, &input).unwrap();
-        let (ta, tb) = (&a.temp.as_ref().unwrap().0, &b.temp.as_ref().unwrap().0);
+        let (ta, tb) = (
+            a.temp.as_ref().unwrap().path(),
+            b.temp.as_ref().unwrap().path(),
+        );
         assert_ne!(ta, tb);
         assert!(ta.file_name().unwrap().len() < 30);
         drop((a, b));

@@ -1,7 +1,7 @@
 //! Writing one token shard: its ids (the data file) and where each document starts (the index file),
 //! in one of the three layouts of [`ShardFormat`].
 //!
-//! Both files are written under temporary names in the output folder ([`crate::output::create_temp`]),
+//! Both files are written under temporary names in the output folder ([`crate::output::TempFile`]),
 //! the data as it comes and the index a few bytes a document, so memory does not grow with the shard.
 //! The headers hold lengths known only at the end, so they are written last over the room kept for
 //! them; Megatron's index also holds each document's byte offset after all the lengths, computed at the
@@ -17,7 +17,7 @@
 //! Invariant: the index describes exactly the data written: its document count is the number of
 //! documents ended, and their lengths add up to the tokens in the data file.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -26,7 +26,7 @@ use crc32fast::Hasher;
 use crate::encode::file::Dtype;
 use crate::encode::npy::{close, npy_header, HEADER_LEN};
 use crate::error::{Error, Result};
-use crate::output::create_temp;
+use crate::output::TempFile;
 
 /// The layout of a shard's two files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,7 +116,7 @@ pub struct Shard {
 /// One of a shard's files, written under a temporary name until [`ShardWriter::finish`] renames it.
 struct Part {
     /// The temporary file; removed on drop unless renamed (then None).
-    temp: Option<PathBuf>,
+    temp: Option<TempFile>,
     /// None once closed.
     file: Option<File>,
     /// The CRC-32 of the bytes after the header, and how many there are.
@@ -128,7 +128,7 @@ struct Part {
 impl Part {
     /// Creates the temporary file for `path` and keeps `header_len` bytes for its header.
     fn create(path: PathBuf, header_len: usize) -> Result<Part> {
-        let (temp, file) = create_temp(&path, None).map_err(|e| Error::io(&path, e))?;
+        let (temp, file) = TempFile::create(&path, None).map_err(|e| Error::io(&path, e))?;
         let mut part = Part {
             temp: Some(temp),
             file: Some(file),
@@ -175,18 +175,8 @@ impl Part {
 
     /// Renames the closed file to its final path.
     fn rename(&mut self) -> Result<()> {
-        let temp = self.temp.as_ref().expect("a part is renamed once");
-        fs::rename(temp, &self.path).map_err(|e| Error::io(&self.path, e))?;
-        self.temp = None;
-        Ok(())
-    }
-}
-
-impl Drop for Part {
-    fn drop(&mut self) {
-        if let Some(temp) = self.temp.take() {
-            let _ = fs::remove_file(temp);
-        }
+        let temp = self.temp.take().expect("a part is renamed once");
+        temp.rename().map_err(|e| Error::io(&self.path, e))
     }
 }
 
@@ -320,10 +310,11 @@ impl ShardWriter {
     /// Megatron's index after the lengths: each document's offset in bytes (from the lengths, read
     /// back from the file), then the document indices `0..=documents`.
     fn write_megatron_tail(&mut self) -> Result<()> {
-        let temp = self.index.temp.clone().expect("written until finished");
+        let temp = self.index.temp.as_ref().expect("written until finished");
         let path = self.index.path.clone();
         let fail = |e| Error::io(&path, e);
-        let mut lengths = BufReader::with_capacity(INDEX_BUFFER, File::open(temp).map_err(fail)?);
+        let mut lengths =
+            BufReader::with_capacity(INDEX_BUFFER, File::open(temp.path()).map_err(fail)?);
         lengths
             .seek(SeekFrom::Start(MEGATRON_HEADER_LEN as u64))
             .map_err(fail)?;
@@ -412,6 +403,7 @@ fn sync_folder(folder: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn folder(name: &str) -> PathBuf {
         let dir =
