@@ -271,3 +271,103 @@ fn write_all<W: OrderedWork>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+    use std::time::Duration;
+
+    /// Reads the numbers below `len`, as fast as it can, and counts the reads.
+    struct Numbers {
+        len: u64,
+        read: AtomicU64,
+    }
+
+    impl OrderedWork for Numbers {
+        type Reader = u64;
+        type Worker = ();
+        type Item = u64;
+        type Done = u64;
+
+        fn read(&self, next: &mut u64, _: &mut ()) -> Option<Result<u64>> {
+            (*next < self.len).then(|| {
+                *next += 1;
+                self.read.fetch_add(1, Ordering::SeqCst);
+                Ok(*next - 1)
+            })
+        }
+
+        fn work(&self, item: u64, _: &mut (), _: Vec<u8>) -> Result<u64> {
+            Ok(item)
+        }
+    }
+
+    /// A slow writer that checks the order, and the most items read but not yet written.
+    struct SlowSink<'a> {
+        numbers: &'a Numbers,
+        written: u64,
+        most_in_flight: u64,
+        fail_at: Option<u64>,
+    }
+
+    impl SlowSink<'_> {
+        fn new(numbers: &Numbers, fail_at: Option<u64>) -> SlowSink<'_> {
+            SlowSink {
+                numbers,
+                written: 0,
+                most_in_flight: 0,
+                fail_at,
+            }
+        }
+    }
+
+    impl OrderedSink<u64> for SlowSink<'_> {
+        fn write(&mut self, done: u64) -> Result<Vec<u8>> {
+            assert_eq!(done, self.written, "written in sequence");
+            std::thread::sleep(Duration::from_millis(2));
+            let read = self.numbers.read.load(Ordering::SeqCst);
+            self.most_in_flight = self.most_in_flight.max(read - self.written);
+            self.written += 1;
+            if self.fail_at == Some(done) {
+                return Err(Error::Interrupted);
+            }
+            Ok(Vec::new())
+        }
+
+        fn written(&mut self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_slow_writer_holds_the_readers_to_the_window() {
+        for (threads, window) in [(0, 1), (1, 2), (4, 8), (3, 1)] {
+            let numbers = Numbers {
+                len: 200,
+                read: AtomicU64::new(0),
+            };
+            let mut sink = SlowSink::new(&numbers, None);
+            run_ordered(&numbers, 0, threads, window, &mut sink).unwrap();
+            assert_eq!(sink.written, 200);
+            assert!(
+                sink.most_in_flight <= window as u64,
+                "{threads} threads, window {window}: {} items read ahead of the writer",
+                sink.most_in_flight
+            );
+        }
+    }
+
+    #[test]
+    fn an_error_in_writing_stops_the_reading() {
+        let numbers = Numbers {
+            len: 1000,
+            read: AtomicU64::new(0),
+        };
+        let mut sink = SlowSink::new(&numbers, Some(10));
+        let err = run_ordered(&numbers, 0, 3, 6, &mut sink).unwrap_err();
+        assert!(matches!(err, Error::Interrupted), "{err}");
+        assert_eq!(sink.written, 11);
+        assert!(numbers.read.load(Ordering::SeqCst) <= 11 + 6);
+    }
+}

@@ -409,6 +409,7 @@ mod tests {
     use crate::progress::Silent;
     use crate::sources::Format;
     use crate::Compression;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     const EOT: &str = "<|endoftext|>";
 
@@ -446,6 +447,75 @@ mod tests {
             .windows(2)
             .map(|w| ids[w[0]..w[1]].to_vec())
             .collect()
+    }
+
+    /// A document a piece, 300 of them, as fast as they are asked for; counts the pieces read.
+    struct Fast<'a>(&'a AtomicU64);
+
+    impl DocumentReader for Fast<'_> {
+        fn read(&mut self, piece: &mut Piece) -> Result<bool> {
+            piece.clear();
+            piece.push_document(b"the other one")?;
+            Ok(self.0.fetch_add(1, Ordering::SeqCst) + 1 == 300)
+        }
+    }
+
+    /// Slow to report each piece written, so that the readers could run far ahead; records how far
+    /// they did.
+    struct SlowProgress<'a> {
+        read: &'a AtomicU64,
+        written: AtomicU64,
+        most_ahead: AtomicU64,
+    }
+
+    impl Progress for SlowProgress<'_> {
+        fn report(&self, _: crate::Phase, _: u64, _: u64) -> Result<()> {
+            Ok(())
+        }
+
+        fn encoded(&self, _: u64, _: u64, _: u64, _: u64) -> Result<()> {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            let written = self.written.fetch_add(1, Ordering::SeqCst) + 1;
+            let ahead = self.read.load(Ordering::SeqCst) - written;
+            self.most_ahead.fetch_max(ahead, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn pieces_in_flight_stay_within_twice_the_threads_however_slow_the_writing() {
+        let dir = std::env::temp_dir().join(format!("bytepair-window-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let e = encoder();
+        let read = AtomicU64::new(0);
+        let progress = SlowProgress {
+            read: &read,
+            written: AtomicU64::new(0),
+            most_ahead: AtomicU64::new(0),
+        };
+        let jobs = vec![DatasetJob {
+            input: DatasetInput::Reader(Box::new(Fast(&read))),
+            shard: "s".to_string(),
+        }];
+        let options = DatasetOptions {
+            format: ShardFormat::Bin,
+            dtype: Dtype::U16,
+            eot: None,
+            separator: None,
+            text_field: "text",
+            errors: Errors::Strict,
+            num_threads: Some(3),
+            chunk_size: 1 << 10,
+            total_bytes: 0,
+        };
+        let summary =
+            encode_dataset(&e, &dir, jobs, &options, &mut |_, _| Ok(()), &progress).unwrap();
+        assert_eq!(summary.documents, 300);
+        let ahead = progress.most_ahead.load(Ordering::SeqCst);
+        // At most the window, 2 * 3 pieces, are read and not yet written.
+        assert!(ahead <= 6, "{ahead} pieces read ahead of the writer");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
