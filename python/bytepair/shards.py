@@ -45,8 +45,6 @@ __all__ = ["MANIFEST_VERSION", "Shard", "ShardSet", "manifest_paths", "open", "r
 #: The version of the manifest's layout, in its ``"bytepair_shards"`` field.
 MANIFEST_VERSION = 1
 
-FORMATS = {"megatron": (".bin", ".idx"), "bin": (".bin", ".idx.npy"), "npy": (".npy", ".offsets.npy")}
-
 _MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
 _MEGATRON_DTYPES = {8: "uint16", 4: "int32"}
 _MANIFEST_NAME = re.compile(r"manifest(\.(\d+)-of-(\d+))?\.json")
@@ -97,24 +95,12 @@ class Shard(Sequence[Any]):
     the total (int64)."""
 
     def __init__(self, folder: str, record: dict[str, Any], file_format: str, dtype: str) -> None:
-        import numpy as np
-
         self.name: str = record["name"]
         self.record = record
-        data, index = (os.path.join(folder, self.name + suffix) for suffix in FORMATS[file_format])
+        suffixes, read = FORMATS[file_format]
+        data, index = (os.path.join(folder, self.name + suffix) for suffix in suffixes)
         self.paths = (data, index)
-        if file_format == "megatron":
-            self.ids, self.offsets = _read_megatron(data, index)
-        elif file_format == "bin":
-            self.offsets = np.load(index)
-            little = np.dtype(dtype).newbyteorder("<")
-            # np.memmap cannot map an empty file.
-            self.ids = (
-                np.memmap(data, dtype=little, mode="r") if os.path.getsize(data) else np.zeros(0, little)
-            )
-        else:
-            self.ids = np.load(data, mmap_mode="r")
-            self.offsets = np.load(index)
+        self.ids, self.offsets = read(data, index, dtype)
         if len(self.offsets) != record["documents"] + 1 or int(self.offsets[-1]) != len(self.ids):
             raise ValueError(f"{index}: the index does not match the manifest or the ids")
 
@@ -168,9 +154,30 @@ class Shard(Sequence[Any]):
                 )
 
 
-def _read_megatron(data: str, index: str) -> tuple[Any, Any]:
+def _memmap(data: str, dtype: Any) -> Any:
+    """The ids in the raw file ``data``, memory-mapped (``np.memmap`` cannot map an empty file)."""
+    import numpy as np
+
+    return np.memmap(data, dtype=dtype, mode="r") if os.path.getsize(data) else np.zeros(0, dtype)
+
+
+def _read_bin(data: str, index: str, dtype: str) -> tuple[Any, Any]:
+    """The ids and document offsets of a ``.bin``/``.idx.npy`` pair."""
+    import numpy as np
+
+    return _memmap(data, np.dtype(dtype).newbyteorder("<")), np.load(index)
+
+
+def _read_npy(data: str, index: str, dtype: str) -> tuple[Any, Any]:
+    """The ids and document offsets of a ``.npy``/``.offsets.npy`` pair (the arrays say their dtype)."""
+    import numpy as np
+
+    return np.load(data, mmap_mode="r"), np.load(index)
+
+
+def _read_megatron(data: str, index: str, dtype: str) -> tuple[Any, Any]:
     """The ids and document offsets of a Megatron ``.bin``/``.idx`` pair, read as the published layout
-    says (see the module's docstring)."""
+    says (see the module's docstring; the index says the dtype)."""
     import numpy as np
 
     with builtins.open(index, "rb") as f:
@@ -184,17 +191,24 @@ def _read_megatron(data: str, index: str) -> tuple[Any, Any]:
         raise ValueError(
             f"{index}: a Megatron index of version {version} and dtype code {code}, not read here"
         )
-    dtype = np.dtype(_MEGATRON_DTYPES[code]).newbyteorder("<")
+    ids = _memmap(data, np.dtype(_MEGATRON_DTYPES[code]).newbyteorder("<"))
     lengths = np.fromfile(index, dtype="<i4", count=sequences, offset=34)
     pointers = np.fromfile(index, dtype="<i8", count=sequences, offset=34 + 4 * sequences)
-    size = os.path.getsize(data)
-    ids = np.memmap(data, dtype=dtype, mode="r") if size else np.zeros(0, dtype)
     offsets = np.empty(sequences + 1, dtype=np.int64)
-    offsets[:-1] = pointers // dtype.itemsize
-    offsets[-1] = size // dtype.itemsize
+    offsets[:-1] = pointers // ids.dtype.itemsize
+    offsets[-1] = len(ids)
     if sequences and not np.array_equal(np.diff(offsets), lengths):
         raise ValueError(f"{index}: its lengths and pointers do not agree")
     return ids, offsets
+
+
+#: Each format by name: its two files' suffixes (the ids, the index) and how they are read into the
+#: ids and where each document starts, then the total.
+FORMATS = {
+    "megatron": ((".bin", ".idx"), _read_megatron),
+    "bin": ((".bin", ".idx.npy"), _read_bin),
+    "npy": ((".npy", ".offsets.npy"), _read_npy),
+}
 
 
 class ShardSet(Sequence[Any]):

@@ -16,7 +16,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use super::errors::{run_detached, to_py_err};
 use super::functions::trained_to_py;
 use super::interrupt::{run_interruptible, PyProgress};
-use super::objects::{bytes, int, list, string, tuple};
+use super::objects::{bytes, int, list, str_list, string, tuple};
 use super::strings::utf8;
 use crate::error::try_reserve;
 use crate::{
@@ -152,15 +152,14 @@ impl PyPreTokenCounts {
     #[getter]
     fn special_tokens<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         match self.inner.special_tokens() {
-            Some(tokens) => Ok(list(py, tokens.len(), |i| string(py, &tokens[i]))?.into_any()),
+            Some(tokens) => Ok(str_list(py, tokens)?.into_any()),
             None => Ok(py.None().into_bound(py)),
         }
     }
 
     #[getter]
     fn skipped_errors<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let errors = self.inner.skipped_errors();
-        list(py, errors.len(), |i| string(py, &errors[i]))
+        str_list(py, self.inner.skipped_errors())
     }
 
     /// The `n` most common pre-tokens (all when None) as (bytes, count), most common first, ties in

@@ -7,7 +7,7 @@ use pyo3::types::{PyList, PyString, PyTuple};
 
 use super::errors::{alloc_err, run_detached};
 use super::interrupt::{run_interruptible, PyProgress};
-use super::objects::{bytes, int, list, string, tuple};
+use super::objects::{bytes, int, list, str_list, tuple};
 use super::strings::utf8;
 use crate::error::try_push;
 use crate::{max_threads, train_files, TrainOptions, Trained};
@@ -27,7 +27,7 @@ pub(super) fn pretokenize<'py>(
         }
         Ok(pieces)
     })?;
-    list(py, pieces.len(), |i| string(py, pieces[i]))
+    str_list(py, &pieces)
 }
 
 /// Trains on files, each its own document; returns (vocab as a list of bytes indexed by id, merges as a

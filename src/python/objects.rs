@@ -57,6 +57,14 @@ pub(super) fn list<'py>(
     }
 }
 
+/// A Python list of the strs `items`.
+pub(super) fn str_list<'py>(
+    py: Python<'py>,
+    items: &[impl AsRef<str>],
+) -> PyResult<Bound<'py, PyList>> {
+    list(py, items.len(), |i| string(py, items[i].as_ref()))
+}
+
 /// A Python tuple of `items`.
 pub(super) fn tuple<'py, const N: usize>(
     py: Python<'py>,
