@@ -199,3 +199,43 @@ def test_the_manifest_records_the_tokenizer_inputs_and_files(tmp_path, gpt2):
     assert first["inputs"][0]["size"] == os.path.getsize(inputs[0])
     for f in first["files"]:
         assert f["bytes"] == os.path.getsize(tmp_path / "out" / f["name"])
+
+
+def readme_recipes() -> list[str]:
+    """The Python blocks of README.md's section on token shards, in order."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Token shards for training\n", 1)[1].split("\n## ", 1)[0]
+    return [block.split("\n```", 1)[0] for block in section.split("```python\n")[1:]]
+
+
+def test_the_readme_recipes_run_end_to_end_on_a_directory_of_parquet_shards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    stories = [s for s in (CS336 / "tinystories_sample.txt").read_text(encoding="utf-8").split(EOT) if s]
+    parts = [stories[: len(stories) // 2], stories[len(stories) // 2 :]]
+    (tmp_path / "data").mkdir()
+    for i, part in enumerate(parts):
+        pq.write_table(pa.table({"text": part}), tmp_path / "data" / f"train-{i:05d}.parquet")
+    recipes = readme_recipes()
+    assert len(recipes) == 2, "the nanoGPT recipe and the Megatron one"
+    monkeypatch.chdir(tmp_path)
+    names: dict[str, object] = {}
+    for recipe in recipes:
+        exec(compile(recipe, "README.md", "exec"), names)
+
+    tok = names["tok"]
+    assert isinstance(tok, Tokenizer)
+    eot = tok.encode(EOT)
+    first = np.concatenate([tok.encode(s) + eot for s in parts[0]])
+    data, x, y = names["data"], names["x"], names["y"]
+    assert data.dtype == np.uint16 and np.array_equal(data, first)
+    assert x.shape == y.shape == (4, 64) and np.array_equal(x[:, 1:], y[:, :-1])
+    assert all(np.array_equal(row, data[i : i + 64]) for row, i in zip(x, names["ix"]))
+
+    shards = names["shards"]
+    want = [tok.encode(s) + eot for s in stories]
+    assert shards.documents == len(stories) and [d.tolist() for d in shards] == want
+    assert [d for prefix in names["prefixes"] for d in read_megatron(Path(prefix))] == want
+    assert capsys.readouterr().out.startswith(f"{len(stories)} {shards.tokens} {stories[0]}")
