@@ -230,7 +230,8 @@ def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Runs ``child(spec)`` in a fresh interpreter; adds its peak RSS, or returns an ``error``."""
     out = Path(spec["work"]) / "result.json"
     out.unlink(missing_ok=True)
-    cmd = [sys.executable, __file__, "--child", json.dumps({**spec, "out": str(out)})]
+    # spec["script"]: another benchmark script whose --child takes the same JSON (shards.py).
+    cmd = [sys.executable, spec.get("script", __file__), "--child", json.dumps({**spec, "out": str(out)})]
     taskset = shutil.which("taskset")
     if spec.get("pin") and taskset:
         cmd = [taskset, "-c", "0", *cmd]

@@ -50,7 +50,7 @@ starts; gigatoken prints lines (``N unique words``, ``Starting merges``) that th
 Tools:
 
 - ``bytepair``: ``train_bpe(DIR/shards, vocab_size, special_tokens=[EOT], stats=...)``, the call issue 14
-  adds. Until bytepair reads directories of jsonl.zst and parquet, the run says so.
+  adds.
 - ``bytepair-txt``: ``train_bpe(DIR/joined.txt, ...)``, the same documents as one txt.
 - ``gigatoken``: its ``train_bpe`` takes one source, so one run with ``JsonlFileSource`` over the
   jsonl.zst shards and one with ``ParquetFileSource`` over the parquet shards, each half of the data.
@@ -556,7 +556,9 @@ class Run:
     merge_seconds: float | None = None
     rss_mb: float = 0.0
     merges: int = 0
+    counts: tuple[int, int] | None = None  # distinct and all pre-tokens, when the run counted
     error: str | None = None
+    load: tuple[float, float] = (0.0, 0.0)  # the 1-minute load average before and after the run
 
 
 def shard_files(data: Path, suffix: str) -> list[str]:
@@ -568,6 +570,13 @@ def child(tool: str, data: Path, vocab_size: int) -> None:
     phases: dict[str, float] = {}
     print(START, flush=True)
     start = time.perf_counter()
+    if tool in COUNT_INPUTS:
+        import bytepair
+
+        counts = bytepair.count_pretokens(count_sources(data)[tool], special_tokens=[EOT])
+        result = {"seconds": time.perf_counter() - start, "merges": 0, "merge_start": None}
+        print(RESULT + json.dumps({**result, "distinct": len(counts), "total": counts.total()}), flush=True)
+        return
     if tool.startswith("bytepair"):
         import bytepair
 
@@ -576,15 +585,8 @@ def child(tool: str, data: Path, vocab_size: int) -> None:
 
         source = data / "shards" if tool == "bytepair" else data / "joined.txt"
         stats: dict = {}
-        try:
-            merges = bytepair.train_bpe(
-                source, vocab_size, special_tokens=[EOT], stats=stats, progress=progress
-            )[1]
-        except (TypeError, ValueError, IsADirectoryError) as e:
-            if tool != "bytepair":
-                raise
-            print(RESULT + json.dumps({"error": f"bytepair cannot read these sources yet ({e})"}), flush=True)
-            return
+        vocab_merges = bytepair.train_bpe(source, vocab_size, [EOT], stats=stats, progress=progress)
+        merges = vocab_merges[1]
     else:
         import gigatoken
 
@@ -618,7 +620,7 @@ def run_child(tool: str, data: Path, vocab_size: int, timeout: float, max_rss_gb
         "gigatoken-jsonl": "shards/*.jsonl.zst",
         "gigatoken-parquet": "shards/*.parquet",
     }
-    result = Run(tool, where.get(tool, "joined.txt"))
+    result = Run(tool, where.get(tool, COUNT_INPUTS.get(tool, "joined.txt")))
     args = [sys.executable, str(Path(__file__).resolve()), "_child", tool, str(data), str(vocab_size)]
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, start_new_session=True)
@@ -661,6 +663,8 @@ def run_child(tool: str, data: Path, vocab_size: int, timeout: float, max_rss_gb
         result.error = last["error"]
     else:
         result.seconds, result.merges = last["seconds"], last["merges"]
+        if "distinct" in last:
+            result.counts = (last["distinct"], last["total"])
         if last["merge_start"] is not None:
             counted = last["merge_start"]
         if counted is not None:
@@ -677,7 +681,9 @@ def run(args: argparse.Namespace) -> None:
             if variant.endswith("-txt") and not (args.data / "joined.txt").exists():
                 runs.append(Run(variant, "joined.txt", error="no joined.txt: build with --also-txt"))
                 continue
+            before = os.getloadavg()[0]
             r = run_child(variant, args.data, args.vocab_size, args.timeout, args.max_rss_gb)
+            r.load = (before, os.getloadavg()[0])
             runs.append(r)
             print(
                 f"{variant}: {r.error or f'{r.seconds:.1f} s, {r.rss_mb:.0f} MB'}",
@@ -689,16 +695,17 @@ def run(args: argparse.Namespace) -> None:
         return "-" if x is None else f"{x:.1f}"
 
     rows = [
-        "| tool | input | wall s | count s | merge s | peak RSS MB | merges |",
-        "|---|---|---|---|---|---|---|",
+        "| tool | input | wall s | count s | merge s | peak RSS MB | merges | load before, after |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
+        load = f"{r.load[0]:.1f}, {r.load[1]:.1f}"
         if r.error:
-            rows.append(f"| {r.tool} | {r.data} | {r.error} | | | | |")
+            rows.append(f"| {r.tool} | {r.data} | {r.error} | | | | | {load} |")
         else:
             rows.append(
                 f"| {r.tool} | {r.data} | {r.seconds:.1f} | {seconds(r.count_seconds)} | "
-                f"{seconds(r.merge_seconds)} | {r.rss_mb:.0f} | {r.merges} |"
+                f"{seconds(r.merge_seconds)} | {r.rss_mb:.0f} | {r.merges} | {load} |"
             )
     formats = Counter(s["format"] for s in manifest["shards"])
     report = "\n".join(
@@ -711,6 +718,132 @@ def run(args: argparse.Namespace) -> None:
             f"{args.vocab_size}; {os.cpu_count()} cores",
             "- count s: reading, decompressing and counting; merge s: the rest of the call. gigatoken's "
             "train_bpe takes one source, so it trains on each half of the shards separately.",
+            "- load: the machine's 1-minute load average just before and just after each run (other work "
+            f"shares its {os.cpu_count()} cores; the run itself adds up to {os.cpu_count()}).",
+        ]
+    )
+    print(report)
+    if args.markdown:
+        args.markdown.write_text(report + "\n")
+
+
+# ----------------------------------------------------------------------------------------------- count
+
+# What the count runs read: each kind of shard, and the same documents as txt.
+COUNT_INPUTS = {
+    "count-jsonl": "shards/*.jsonl.zst",
+    "count-jsonl-txt": "by-format/jsonl.zst.txt",
+    "count-parquet": "shards/*.parquet",
+    "count-parquet-txt": "by-format/parquet.txt",
+    "count-shards": "shards/",
+    "count-txt": "joined.txt",
+}
+
+
+def count_sources(data: Path) -> dict[str, str | list[str]]:
+    return {
+        "count-jsonl": shard_files(data, ".jsonl.zst"),
+        "count-jsonl-txt": str(data / COUNT_INPUTS["count-jsonl-txt"]),
+        "count-parquet": shard_files(data, ".parquet"),
+        "count-parquet-txt": str(data / COUNT_INPUTS["count-parquet-txt"]),
+        "count-shards": str(data / "shards"),
+        "count-txt": str(data / "joined.txt"),
+    }
+
+
+def split_joined_txt(data: Path, manifest: dict) -> None:
+    """Writes ``by-format/FORMAT.txt``: the documents of each format's shards, in order, joined by EOT, cut
+    from ``joined.txt`` (shard after shard, every document followed by EOT but the last) by the manifest's
+    counts; once, as ``build`` writes ``joined.txt``."""
+    out = data / "by-format"
+    formats = sorted({s["format"] for s in manifest["shards"]})
+    if all((out / f"{f}.txt").exists() for f in formats):
+        return
+    out.mkdir(exist_ok=True)
+    files = {f: open(out / f"{f}.txt.partial", "wb") for f in formats}
+    with open(data / "joined.txt", "rb") as joined:
+        for shard in manifest["shards"]:
+            dst = files[shard["format"]]
+            if dst.tell():
+                dst.write(EOT.encode())
+            left = shard["text_bytes"] + (shard["documents"] - 1) * len(EOT)
+            while left:
+                chunk = joined.read(min(left, 1 << 24))
+                if not chunk:
+                    raise SystemExit(f"{data}/joined.txt is shorter than its manifest says")
+                dst.write(chunk)
+                left -= len(chunk)
+            if joined.read(len(EOT)) not in (EOT.encode(), b""):
+                raise SystemExit(
+                    f"{data}/joined.txt does not match its manifest: no EOT after {shard['file']}"
+                )
+    for f, dst in files.items():
+        dst.close()
+        (out / f"{f}.txt.partial").rename(out / f"{f}.txt")
+
+
+def count(args: argparse.Namespace) -> None:
+    """Counting pre-tokens from each kind of shard against the same text as txt, round by round."""
+    manifest = load_manifest(args.data)
+    if not manifest["joined_txt"] or not (args.data / "joined.txt").exists():
+        raise SystemExit(f"{args.data}/joined.txt is missing: build with --also-txt")
+    split_joined_txt(args.data, manifest)
+    os.sync()  # the split's writeback before, not during, the timed runs
+    text = {
+        f: sum(s["text_bytes"] for s in manifest["shards"] if s["format"] == f)
+        for f in ("jsonl.zst", "parquet")
+    }
+    pairs = [
+        (
+            f"jsonl.zst ({text['jsonl.zst'] / 1e9:.2f} GB)",
+            text["jsonl.zst"],
+            "count-jsonl",
+            "count-jsonl-txt",
+        ),
+        (f"parquet ({text['parquet'] / 1e9:.2f} GB)", text["parquet"], "count-parquet", "count-parquet-txt"),
+        (
+            f"all shards ({manifest['text_bytes'] / 1e9:.2f} GB)",
+            manifest["text_bytes"],
+            "count-shards",
+            "count-txt",
+        ),
+    ]
+    runs: dict[str, list[Run]] = {tool: [] for _, _, *tools in pairs for tool in tools}
+    for _ in range(args.repeat):
+        for tool, done in runs.items():
+            before = os.getloadavg()[0]
+            r = run_child(tool, args.data, 0, args.timeout, args.max_rss_gb)
+            r.load = (before, os.getloadavg()[0])
+            done.append(r)
+            print(
+                f"{tool}: {r.error or f'{r.seconds:.1f} s, {r.rss_mb:.0f} MB'}", file=sys.stderr, flush=True
+            )
+    best = {tool: min(done, key=lambda r: (r.error is not None, r.seconds)) for tool, done in runs.items()}
+    rows = [
+        "| text | shards MB/s | same text as txt MB/s | shards / txt | peak RSS MB (shards, txt) | "
+        "same counts | load before, after (shards; txt) |",
+        "|---|---:|---:|---:|---:|---|---|",
+    ]
+    for label, size, shards, txt in pairs:
+        a, b = best[shards], best[txt]
+        if a.error or b.error:
+            rows.append(f"| {label} | {a.error or ''} | {b.error or ''} | | | | |")
+            continue
+        same = "yes" if a.counts == b.counts else f"NO: {a.counts} vs {b.counts}"
+        rows.append(
+            f"| {label} | {size / 1e6 / a.seconds:.1f} | {size / 1e6 / b.seconds:.1f} | "
+            f"{b.seconds / a.seconds:.2f} | {a.rss_mb:.0f}, {b.rss_mb:.0f} | {same} | "
+            f"{a.load[0]:.1f}, {a.load[1]:.1f}; {b.load[0]:.1f}, {b.load[1]:.1f} |"
+        )
+    report = "\n".join(
+        [
+            *rows,
+            "",
+            f"- data: {args.data}; `bytepair.count_pretokens(sources, special_tokens=[EOT])` in a fresh "
+            f"process per run, best of {args.repeat}, runs round by round; {os.cpu_count()} cores; MB/s of "
+            "text (the documents' UTF-8 bytes, the same for a kind of shard and its txt)",
+            "- the txt files hold the same documents joined by EOT (`by-format/`, cut from `joined.txt`); "
+            "same counts: equal distinct and total pre-tokens; the goal (issue 14) is shards / txt >= 0.80",
         ]
     )
     print(report)
@@ -754,6 +887,12 @@ def main() -> None:
     r.add_argument("--timeout", type=float, default=3600, help="seconds per training")
     r.add_argument("--max-rss-gb", type=float, default=20, help="stop a training whose RSS passes this")
     r.add_argument("--markdown", type=Path, help="also write the table to this file")
+    n = sub.add_parser("count", help="count from each kind of shard and from the same text as txt")
+    n.add_argument("--data", type=Path, required=True)
+    n.add_argument("--repeat", type=int, default=2, help="best of N runs of each")
+    n.add_argument("--timeout", type=float, default=3600, help="seconds per run")
+    n.add_argument("--max-rss-gb", type=float, default=20, help="stop a run whose RSS passes this")
+    n.add_argument("--markdown", type=Path, help="also write the table to this file")
     c = sub.add_parser("_child")
     c.add_argument("tool")
     c.add_argument("data", type=Path)
@@ -765,6 +904,8 @@ def main() -> None:
         stats(args)
     elif args.command == "run":
         run(args)
+    elif args.command == "count":
+        count(args)
     else:
         child(args.tool, args.data, args.vocab_size)
 

@@ -1,0 +1,291 @@
+"""Token shards for training (issue 15): bytepair ``encode_dataset`` against its peers, in one run.
+
+    python benchmarks/shards.py --data DIR [--subset 50] [--repeat 1] [--markdown FILE]
+
+``DIR`` is a dataset built by ``benchmarks/scale.py build`` (its ``shards/`` and ``manifest.json``). Two
+sets of it: *all* its shards, and the *subset* of its first ``--subset`` shards in name order (half
+jsonl.zst, half parquet, as ``build`` alternates them). Every tool uses GPT-2's vocabulary (as in
+``encode.py``) and writes, or returns, one token per id with the end-of-text token after each document:
+
+- ``bytepair-bin`` and ``bytepair-megatron``: ``Tokenizer.encode_dataset(shards, OUT, format=...)``, one
+  output shard per input, written to disk; on both sets.
+- ``gigatoken``: ``encode_files`` once with a ``JsonlFileSource`` of the jsonl.zst shards and once with a
+  ``ParquetFileSource`` of the parquet ones (a call takes one kind of source), both results kept: it has no
+  file sink and returns every id in memory (without end-of-text tokens, which the check adds back); on
+  both sets.
+- ``tiktoken``: nanoGPT's ``prepare.py`` without ``datasets``: documents read in batches of 1000 (the
+  default batch of ``datasets.map``; a parquet row group), ``encode_ordinary_batch(batch,
+  num_threads=cores)``, the end-of-text id appended to each, written as uint16 to one ``train.bin``; the
+  timed work includes reading and decompressing the shards. On the subset only (it is slow).
+- ``tokenizers``: the same with HF ``Tokenizer.encode_batch(batch)`` (its own thread pool). Subset only.
+
+Each run is a fresh process (``encode.py``'s ``run_child``: peak RSS is the child's ``ru_maxrss``); runs go
+round by round, each tool once a round, and the best of ``--repeat`` is reported. The shard files are read
+once beforehand so that every tool starts from the page cache; before each run the previous output is
+deleted and ``os.sync()`` called, so that no run pays for another's writeback.
+
+Checks, after the timed call and outside it: every tool's token count, and the sha256 of the first
+``PREFIX_TOKENS`` tokens of its output stream (as uint16, documents in shard order, which spans a jsonl.zst
+and a parquet shard), compared with bytepair's on the same set. MB/s are of the documents' text (UTF-8,
+from the manifest), not of the compressed files. The goal (issue 15) is at least 1.5x gigatoken's MB/s at
+at most 1/10 of its peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata
+import importlib.util
+import io
+import itertools
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import encode  # noqa: E402  (the sibling script: the same tokenizers and the same child runner)
+
+EOT = encode.EOT
+TOOLS = ("bytepair-bin", "bytepair-megatron", "gigatoken", "tiktoken", "tokenizers")
+SETS = {"all": TOOLS[:3], "subset": TOOLS}  # tiktoken and HF on the subset only
+BATCH_DOCS = 1000  # datasets.map's default batch
+PREFIX_TOKENS = 1 << 24
+
+
+def shard_paths(data: Path, subset: int | None) -> list[Path]:
+    paths = sorted(p for p in (data / "shards").iterdir() if p.name.endswith((".jsonl.zst", ".parquet")))
+    return paths[:subset] if subset else paths
+
+
+def documents(path: Path) -> Iterator[list[str]]:
+    """The documents of one shard, in batches of ``BATCH_DOCS``."""
+    if path.name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_DOCS, columns=["text"]):
+            yield batch.column(0).to_pylist()
+        return
+    import zstandard
+
+    with open(path, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as z:
+        lines = io.TextIOWrapper(z, encoding="utf-8")
+        while batch := [json.loads(line)["text"] for line in itertools.islice(lines, BATCH_DOCS)]:
+            yield batch
+
+
+def write_bin(tool: str, tok: Any, eot_id: int, paths: list[Path], out: Path) -> tuple[int, int]:
+    """tiktoken's or HF's ids of every document, each followed by ``eot_id``, appended to ``out`` as uint16
+    batch by batch; returns (documents, tokens)."""
+    docs = tokens = 0
+    with open(out, "wb") as f:
+        for path in paths:
+            for batch in documents(path):
+                if tool == "tiktoken":
+                    ids = tok.encode_ordinary_batch(batch, num_threads=os.cpu_count())
+                else:
+                    ids = [e.ids for e in tok.encode_batch(batch, add_special_tokens=False)]
+                flat = itertools.chain.from_iterable(itertools.chain(d, (eot_id,)) for d in ids)
+                array = np.fromiter(flat, dtype=np.uint16)
+                f.write(array.tobytes())
+                docs += len(batch)
+                tokens += len(array)
+    return docs, tokens
+
+
+def prefix_of_files(files: list[Path]) -> np.ndarray:
+    """The first ``PREFIX_TOKENS`` uint16 ids of ``files`` read one after the other."""
+    parts, left = [], PREFIX_TOKENS
+    for f in files:
+        parts.append(np.fromfile(f, dtype=np.uint16, count=left))
+        left -= len(parts[-1])
+        if not left:
+            break
+    return np.concatenate(parts)
+
+
+def gigatoken_stream(
+    paths: list[Path], shard_docs: list[int], results: dict[str, Any], eot_id: int
+) -> tuple[int, int, np.ndarray]:
+    """(documents, tokens with an end-of-text per document, the stream's prefix) of gigatoken's results,
+    the documents put back into shard order (jsonl.zst and parquet shards alternate; the manifest gives
+    each shard's documents)."""
+    import awkward as ak
+
+    docs = sum(len(r) for r in results.values())
+    tokens = sum(int(ak.sum(ak.num(r, axis=1))) for r in results.values()) + docs
+    taken = dict.fromkeys(results, 0)
+    parts, left = [], PREFIX_TOKENS
+    for path, n in zip(paths, shard_docs):
+        kind = "parquet" if path.name.endswith(".parquet") else "jsonl"
+        for row in results[kind][taken[kind] : taken[kind] + n]:
+            parts.append(np.append(np.asarray(row, dtype=np.uint16), np.uint16(eot_id))[:left])
+            left -= len(parts[-1])
+            taken[kind] += 1
+            if not left:
+                return docs, tokens, np.concatenate(parts)
+    return docs, tokens, np.concatenate(parts)
+
+
+def child(spec: dict[str, Any]) -> dict[str, Any]:
+    """One timed run in its own process: the tool's work on the set's shards, then the (untimed) check."""
+    tool, work = spec["tool"], Path(spec["work"])
+    paths = [Path(p) for p in spec["paths"]]
+    peer = "bytepair" if tool.startswith("bytepair") else tool
+    tok = encode.load(peer, Path(spec["shared"]), work)
+    eot_id = (
+        encode.load("bytepair", Path(spec["shared"]), work).encode(EOT)[0] if peer != "bytepair" else None
+    )
+    out = work / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    os.sync()
+    start = time.perf_counter()
+    if peer == "bytepair":
+        summary = tok.encode_dataset(paths, out, format=tool.split("-")[1])
+        seconds = time.perf_counter() - start
+        docs, tokens = summary.documents, summary.tokens
+        prefix = prefix_of_files(sorted(out.glob("*.bin")))
+    elif tool == "gigatoken":
+        import gigatoken
+
+        sources = {
+            "jsonl": gigatoken.JsonlFileSource([str(p) for p in paths if p.name.endswith(".jsonl.zst")]),
+            "parquet": gigatoken.ParquetFileSource([str(p) for p in paths if p.name.endswith(".parquet")]),
+        }
+        results = {kind: tok.encode_files(source) for kind, source in sources.items()}
+        seconds = time.perf_counter() - start
+        docs, tokens, prefix = gigatoken_stream(paths, spec["shard_documents"], results, eot_id)
+    else:
+        docs, tokens = write_bin(tool, tok, eot_id, paths, out / "train.bin")
+        seconds = time.perf_counter() - start
+        prefix = prefix_of_files([out / "train.bin"])
+    shutil.rmtree(out, ignore_errors=True)
+    return {
+        "seconds": seconds,
+        "bytes": spec["bytes"],
+        "documents": docs,
+        "tokens": tokens,
+        "prefix_sha256": hashlib.sha256(prefix.astype("<u2").tobytes()).hexdigest()[:16],
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """Markdown rows; speed and RSS are compared with gigatoken's on the same set, the ids with the first
+    bytepair row's."""
+    lines = [
+        "| set | tool | seconds | MB/s | peak RSS MB | speed vs gigatoken | RSS vs gigatoken | tokens | "
+        "same ids as bytepair |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['set']} | {r['tool']} | {r['error']} | | | | | | |")
+            continue
+        same = [o for o in rows if o["set"] == r["set"]]
+        giga = next((o for o in same if o["tool"] == "gigatoken" and "mbps" in o), None)
+        ref = next((o for o in same if o["tool"].startswith("bytepair") and "mbps" in o), None)
+        speed = f"{r['mbps'] / giga['mbps']:.2f}x" if giga else "–"
+        rss = f"{r['rss_mb'] / giga['rss_mb']:.3f}x" if giga else "–"
+        if ref is None or ref is r:
+            match = "(reference)" if ref is r else "–"
+        else:
+            match = (
+                "yes" if (r["tokens"], r["prefix_sha256"]) == (ref["tokens"], ref["prefix_sha256"]) else "NO"
+            )
+        lines.append(
+            f"| {r['set']} | {r['tool']} | {r['seconds']:.1f} | {r['mbps']:.1f} | {r['rss_mb']:.0f} | "
+            f"{speed} | {rss} | {r['tokens']:,} | {match} |"
+        )
+    return lines
+
+
+def loads(averages: tuple[float, float, float]) -> str:
+    return ", ".join(f"{x:.1f}" for x in averages)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    default_shared = os.environ.get("BYTEPAIR_SHARED", str(encode.ROOT.parent / "shared"))
+    p.add_argument("--data", type=Path, help="a dataset of scale.py build")
+    p.add_argument("--shared", type=Path, default=Path(default_shared), help="the project's shared data")
+    p.add_argument("--subset", type=int, default=50, help="shards in the subset (its first N)")
+    p.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    p.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
+    p.add_argument("--repeat", type=int, default=1, help="best of N fresh processes")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
+    p.add_argument("--work", type=Path, help="where outputs go (default: a temporary directory)")
+    p.add_argument("--markdown", type=Path, help="also write the report to this file")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        spec = json.loads(args.child)
+        Path(spec["out"]).write_text(json.dumps(child(spec)))
+        return
+    if args.data is None:
+        p.error("--data is required")
+
+    manifest = json.loads((args.data / "manifest.json").read_text())
+    shards = {Path(s["file"]).name: s for s in manifest["shards"]}
+    packages = {t: t.split("-")[0] for t in args.tools}
+    installed = [t for t in args.tools if importlib.util.find_spec(packages[t])]
+    versions = ", ".join(
+        f"{n} {importlib.metadata.version(n)}" for n in sorted({packages[t] for t in installed})
+    )
+    load_before = os.getloadavg()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bytepair-shards-", dir=args.work) as tmp:
+        encode.write_rank_file(args.shared, Path(tmp) / "gpt2.tiktoken")
+        sets = {name: shard_paths(args.data, args.subset if name == "subset" else None) for name in args.sets}
+        for paths in sets.values():
+            for path in paths:  # into the page cache, so that no tool pays for the disk
+                with open(path, "rb") as f:
+                    while f.read(1 << 24):
+                        pass
+        for name, paths in sets.items():
+            size = sum(shards[p.name]["text_bytes"] for p in paths)
+            specs = {
+                tool: {
+                    "tool": tool,
+                    "paths": [str(p) for p in paths],
+                    "work": tmp,
+                    "shared": str(args.shared),
+                    "bytes": size,
+                    "shard_documents": [shards[p.name]["documents"] for p in paths],
+                    "script": __file__,
+                }
+                for tool in SETS[name]
+                if tool in installed
+            }
+            best = encode.interleaved_best(specs, args.repeat, args.timeout)
+            for tool in (t for t in SETS[name] if t in args.tools):
+                result = best.get(tool, {"error": "not installed"})
+                rows.append(
+                    {"set": f"{name} ({len(paths)} shards, {size / 1e9:.2f} GB)", "tool": tool, **result}
+                )
+                print(f"{name} {tool}: {rows[-1]}", file=sys.stderr, flush=True)
+    load_after = os.getloadavg()
+    report = [
+        *table(rows),
+        "",
+        f"- data: {args.data}; {versions}; GPT-2's vocabulary; best of {args.repeat}; "
+        f"{os.cpu_count()} cores; load average (1, 5, 15 min) {loads(load_before)} before, "
+        f"{loads(load_after)} after",
+        f"- same ids: the same number of tokens and the same sha256 of the first {PREFIX_TOKENS:,} tokens as "
+        "the first bytepair row of the set (gigatoken's with an end-of-text token after each document).",
+    ]
+    print("\n".join(report))
+    if args.markdown:
+        args.markdown.write_text("\n".join(report) + "\n")
+
+
+if __name__ == "__main__":
+    main()
