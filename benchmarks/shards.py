@@ -1,11 +1,12 @@
 """Token shards for training (issue 15): bytepair ``encode_dataset`` against its peers, in one run.
 
-    python benchmarks/shards.py --data DIR [--subset 50] [--repeat 1] [--markdown FILE]
+    python benchmarks/shards.py --data DIR [--subset 50] [--small 4] [--repeat 1] [--markdown FILE]
 
-``DIR`` is a dataset built by ``benchmarks/scale.py build`` (its ``shards/`` and ``manifest.json``). Two
-sets of it: *all* its shards, and the *subset* of its first ``--subset`` shards in name order (half
-jsonl.zst, half parquet, as ``build`` alternates them). Every tool uses GPT-2's vocabulary (as in
-``encode.py``) and writes, or returns, one token per id with the end-of-text token after each document:
+``DIR`` is a dataset built by ``benchmarks/scale.py build`` (its ``shards/`` and ``manifest.json``). Three
+sets of it: *all* its shards, the *subset* of its first ``--subset`` shards in name order (half jsonl.zst,
+half parquet, as ``build`` alternates them), and the *small* set of its first ``--small``. Every tool uses
+GPT-2's vocabulary (as in ``encode.py``) and writes, or returns, one token per id with the end-of-text
+token after each document:
 
 - ``bytepair-bin`` and ``bytepair-megatron``: ``Tokenizer.encode_dataset(shards, OUT, format=...)``, one
   output shard per input, written to disk; on both sets.
@@ -16,8 +17,10 @@ jsonl.zst, half parquet, as ``build`` alternates them). Every tool uses GPT-2's 
 - ``tiktoken``: nanoGPT's ``prepare.py`` without ``datasets``: documents read in batches of 1000 (the
   default batch of ``datasets.map``; a parquet row group), ``encode_ordinary_batch(batch,
   num_threads=cores)``, the end-of-text id appended to each, written as uint16 to one ``train.bin``; the
-  timed work includes reading and decompressing the shards. On the subset only (it is slow).
-- ``tokenizers``: the same with HF ``Tokenizer.encode_batch(batch)`` (its own thread pool). Subset only.
+  timed work includes reading and decompressing the shards. On the subset.
+- ``tokenizers``: the same with HF ``Tokenizer.encode_batch(batch)`` (its own thread pool). On the small
+  set only: it encodes this synthetic web text (new words in every document) at well under 1 MB/s on two
+  cores, so the subset would take about an hour.
 
 Each run is a fresh process (``encode.py``'s ``run_child``: peak RSS is the child's ``ru_maxrss``); runs go
 round by round, each tool once a round, and the best of ``--repeat`` is reported. The shard files are read
@@ -56,7 +59,12 @@ import encode  # noqa: E402  (the sibling script: the same tokenizers and the sa
 
 EOT = encode.EOT
 TOOLS = ("bytepair-bin", "bytepair-megatron", "gigatoken", "tiktoken", "tokenizers")
-SETS = {"all": TOOLS[:3], "subset": TOOLS}  # tiktoken and HF on the subset only
+# Which tools run on which set: bytepair and gigatoken on each, as the references of the others.
+SETS = {
+    "all": ("bytepair-bin", "bytepair-megatron", "gigatoken"),
+    "subset": ("bytepair-bin", "gigatoken", "tiktoken"),
+    "small": ("bytepair-bin", "gigatoken", "tokenizers"),
+}
 BATCH_DOCS = 1000  # datasets.map's default batch
 PREFIX_TOKENS = 1 << 24
 
@@ -218,6 +226,7 @@ def main() -> None:
     p.add_argument("--data", type=Path, help="a dataset of scale.py build")
     p.add_argument("--shared", type=Path, default=Path(default_shared), help="the project's shared data")
     p.add_argument("--subset", type=int, default=50, help="shards in the subset (its first N)")
+    p.add_argument("--small", type=int, default=4, help="shards in the small set (its first N)")
     p.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     p.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
     p.add_argument("--repeat", type=int, default=1, help="best of N fresh processes")
@@ -244,7 +253,8 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bytepair-shards-", dir=args.work) as tmp:
         encode.write_rank_file(args.shared, Path(tmp) / "gpt2.tiktoken")
-        sets = {name: shard_paths(args.data, args.subset if name == "subset" else None) for name in args.sets}
+        first = {"all": None, "subset": args.subset, "small": args.small}
+        sets = {name: shard_paths(args.data, first[name]) for name in args.sets}
         for paths in sets.values():
             for path in paths:  # into the page cache, so that no tool pays for the disk
                 with open(path, "rb") as f:
