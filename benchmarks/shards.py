@@ -9,11 +9,11 @@ GPT-2's vocabulary (as in ``encode.py``) and writes, or returns, one token per i
 token after each document:
 
 - ``bytepair-bin`` and ``bytepair-megatron``: ``Tokenizer.encode_dataset(shards, OUT, format=...)``, one
-  output shard per input, written to disk; on both sets.
+  output shard per input, written to disk; ``bin`` on every set, ``megatron`` on all the shards.
 - ``gigatoken``: ``encode_files`` once with a ``JsonlFileSource`` of the jsonl.zst shards and once with a
   ``ParquetFileSource`` of the parquet ones (a call takes one kind of source), both results kept: it has no
   file sink and returns every id in memory (without end-of-text tokens, which the check adds back); on
-  both sets.
+  every set.
 - ``tiktoken``: nanoGPT's ``prepare.py`` without ``datasets``: documents read in batches of 1000 (the
   default batch of ``datasets.map``; a parquet row group), ``encode_ordinary_batch(batch,
   num_threads=cores)``, the end-of-text id appended to each, written as uint16 to one ``train.bin``; the
