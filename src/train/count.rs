@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::count_map::{CountMap, Prefetched};
+use super::count_map::{CountMap, Front, Prefetched};
 use crate::chunks::{Chunk, ChunkReader};
 use crate::error::{try_vec, AllocError, Error, Result};
 use crate::input::open_input;
@@ -30,12 +30,15 @@ use crate::threads::run_on_threads;
 ///
 /// Pieces of one and two bytes are most of the pieces (of code especially), and they are counted in
 /// arrays indexed by their bytes: no hashing and no probing, in 512 KB that stay in cache. Longer
-/// pieces go to a compact map, sharded so that counts merge a shard at a time (see `count_map.rs`).
+/// pieces go to a compact map, sharded so that counts merge a shard at a time (see `count_map.rs`);
+/// while a text is counted, the hot ones of up to 7 bytes are counted in a small table in front of it.
 #[derive(Clone, Debug)]
 pub struct PreTokenCounts {
     /// `short[b]` counts the piece `[b]`; `short[256 + (b0 << 8 | b1)]` the piece `[b0, b1]`.
     short: Vec<u64>,
     long: CountMap,
+    /// Empty but while [`count_text`] runs.
+    front: Front,
     bytes: u64,
     special_occurrences: u64,
 }
@@ -45,7 +48,7 @@ const SHORT_SLOTS: usize = 256 + 65536;
 impl Default for PreTokenCounts {
     /// Empty counts; panics where [`Self::new`] fails.
     fn default() -> Self {
-        Self::new().expect("512 KB for the counts of short pre-tokens")
+        Self::new().expect("576 KB for the counts of short and hot pre-tokens")
     }
 }
 
@@ -79,6 +82,7 @@ impl PreTokenCounts {
         Ok(PreTokenCounts {
             short: try_vec(0, SHORT_SLOTS).map_err(|e| e.named(COUNTS))?,
             long: CountMap::default(),
+            front: Front::new().map_err(|e| e.named(COUNTS))?,
             bytes: 0,
             special_occurrences: 0,
         })
@@ -228,8 +232,20 @@ impl PreTokenCounts {
 /// some of the text counted.
 pub fn count_text(text: &str, specials: &SpecialTokens, counts: &mut PreTokenCounts) -> Result<()> {
     counts.bytes += text.len() as u64;
-    // Pieces of three bytes or more are counted AHEAD pieces after their slot is prefetched: the
-    // lookups of a large table miss the cache, and so several misses are in flight at once.
+    let counted = count_pieces(text, specials, counts);
+    let flushed = counts.long.flush_front(&mut counts.front);
+    counted.and(flushed).map_err(|e| e.named(COUNTS))
+}
+
+/// [`count_text`] but for the counts [`Front`] still holds.
+fn count_pieces(
+    text: &str,
+    specials: &SpecialTokens,
+    counts: &mut PreTokenCounts,
+) -> std::result::Result<(), AllocError> {
+    // Pieces of three bytes or more that the front table does not count are counted AHEAD pieces after
+    // their slot is prefetched: the lookups of a large table miss the cache, and so several misses are
+    // in flight at once.
     const AHEAD: usize = 16;
     let mut queue = [Prefetched::NONE; AHEAD];
     let (mut queued, mut head) = (0, 0);
@@ -242,29 +258,28 @@ pub fn count_text(text: &str, specials: &SpecialTokens, counts: &mut PreTokenCou
                         counts.short[slot] += 1;
                         continue;
                     }
-                    let next = counts.long.prefetch(piece);
+                    let Some(next) = counts.long.count_in_front(&mut counts.front, piece) else {
+                        continue;
+                    };
                     if queued == AHEAD {
-                        let oldest = queue[head];
-                        counts
-                            .long
-                            .add_prefetched(oldest, 1)
-                            .map_err(|e| e.named(COUNTS))?;
+                        counts.long.add_prefetched(queue[head])?;
                     } else {
                         queued += 1;
                     }
                     queue[head] = next;
                     head = (head + 1) % AHEAD;
+                    counts
+                        .long
+                        .prefetch_bytes(&queue[(head + AHEAD / 2) % AHEAD]);
                 }
             }
             Segment::Special(_) => counts.special_occurrences += 1,
         }
     }
     for i in 0..queued {
-        let key = queue[(head + AHEAD - queued + i) % AHEAD];
         counts
             .long
-            .add_prefetched(key, 1)
-            .map_err(|e| e.named(COUNTS))?;
+            .add_prefetched(queue[(head + AHEAD - queued + i) % AHEAD])?;
     }
     Ok(())
 }
@@ -496,6 +511,42 @@ mod tests {
             }
         }
         std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn the_front_table_loses_no_count() {
+        // Far more distinct short keys than the front table has slots, so that keys share slots: hot
+        // ones (every tenth piece), keys seen once, keys seen twice apart, and long keys; counted in two
+        // texts, each of which empties the front table.
+        // Numbers as letters, so that each piece is one pre-token.
+        let letters = |s: String| {
+            s.bytes()
+                .map(|b| (b - b'0' + b'a') as char)
+                .collect::<String>()
+        };
+        let piece = |i: usize| match i % 10 {
+            0 => format!(" h{}", letters((i % 70).to_string())),
+            1..=6 => format!(" k{}", letters(i.to_string())),
+            7 | 8 => format!(" t{}", letters((i / 1000).to_string())),
+            _ => format!(" long{}", letters(format!("{i:012}"))),
+        };
+        let text: String = (0..60_000).map(piece).collect();
+        let specials = SpecialTokens::new::<&str>(&[]).unwrap();
+        let mut counts = PreTokenCounts::default();
+        let half = text.len() / 2;
+        let cut = (half..).find(|&i| text.as_bytes()[i] == b' ').unwrap();
+        count_text(&text[..cut], &specials, &mut counts).unwrap();
+        count_text(&text[cut..], &specials, &mut counts).unwrap();
+        let mut expected = std::collections::HashMap::<&[u8], u64>::new();
+        for piece in pretokenize(&text) {
+            *expected.entry(piece.as_bytes()).or_default() += 1;
+        }
+        assert_eq!(counts.len(), expected.len());
+        for (piece, &n) in &expected {
+            assert_eq!(counts.get(piece), n, "{:?}", String::from_utf8_lossy(piece));
+        }
+        // The hot keys repeat hundreds of times in each text.
+        assert!(expected[&b" ha"[..]] > 800);
     }
 
     #[test]

@@ -304,11 +304,12 @@ impl Default for CountMap {
     }
 }
 
-/// A key whose slot is on its way into the cache ([`CountMap::prefetch`]).
+/// A key whose slot is on its way into the cache ([`CountMap::prefetch`]), and the count to add to it.
 #[derive(Clone, Copy)]
 pub(super) struct Prefetched<'k> {
     key: Key,
     bytes: &'k [u8],
+    count: u64,
 }
 
 impl Prefetched<'_> {
@@ -316,25 +317,134 @@ impl Prefetched<'_> {
     pub(super) const NONE: Prefetched<'static> = Prefetched {
         key: Key { word: 0, hash: 0 },
         bytes: &[],
+        count: 0,
     };
+}
+
+/// How many keys the [`Front`] table holds: 64 KB, which stays in the core's L2 cache.
+const FRONT_SLOTS: usize = 4096;
+
+/// The counts of the hot inline keys of one text, kept out of the map while the text is counted.
+///
+/// A pre-token of a large corpus costs a lookup in a table of millions of keys: a cache miss and, with
+/// 4 KB pages, a walk of the page tables. Most occurrences are of a few thousand pre-tokens (Zipf's
+/// law), so a small direct-mapped table in front of the map counts them in cache, and the map sees each
+/// of them once per text ([`CountMap::flush_front`]). A key seen once so far gives its slot up to the
+/// next key that lands there (its count goes to the map), so the table fills with keys that repeat.
+/// Empty between texts, so nothing but counting ever sees it.
+#[derive(Clone, Debug)]
+pub(super) struct Front {
+    slots: Vec<Slot>,
+    /// The slots in use.
+    used: Vec<u32>,
+}
+
+impl Front {
+    /// An empty table, or the error of its allocation.
+    pub(super) fn new() -> Result<Front, AllocError> {
+        let mut used = Vec::new();
+        try_reserve(&mut used, FRONT_SLOTS)?;
+        Ok(Front {
+            slots: try_vec(Slot::default(), FRONT_SLOTS)?,
+            used,
+        })
+    }
 }
 
 impl CountMap {
     /// Starts loading the slot where the search for `key` begins, for [`Self::add_prefetched`] a few
     /// keys later.
-    #[inline]
-    pub(super) fn prefetch<'k>(&self, key: &'k [u8]) -> Prefetched<'k> {
-        let k = Key::new(key);
-        let shard = &self.shards[shard_of(k.hash)];
-        let home = home(hash31(k.hash), shard.slots.len());
+    #[inline(always)]
+    fn prefetch_key<'k>(&self, key: Key, bytes: &'k [u8], count: u64) -> Prefetched<'k> {
+        let shard = &self.shards[shard_of(key.hash)];
+        let home = home(hash31(key.hash), shard.slots.len());
         memory::prefetch(shard.slots.as_ptr().wrapping_add(home));
-        Prefetched { key: k, bytes: key }
+        Prefetched { key, bytes, count }
     }
 
-    /// [`Self::add`] for a key [`Self::prefetch`] made.
+    /// For a long key that [`Self::prefetch_key`] started loading the home slot of a few keys ago:
+    /// starts loading its bytes in the arena, when the home slot holds a key of the same hash (the
+    /// lookup compares them).
     #[inline]
-    pub(super) fn add_prefetched(&mut self, key: Prefetched<'_>, n: u64) -> Result<(), AllocError> {
-        self.shards[shard_of(key.key.hash)].add(key.key, key.bytes, n)
+    pub(super) fn prefetch_bytes(&self, key: &Prefetched<'_>) {
+        if key.key.word != 0 {
+            return;
+        }
+        let shard = &self.shards[shard_of(key.key.hash)];
+        let Some(slot) = shard
+            .slots
+            .get(home(hash31(key.key.hash), shard.slots.len()))
+        else {
+            return;
+        };
+        if slot.key >> 32 == (LONG | hash31(key.key.hash) << 32) >> 32 {
+            memory::prefetch(shard.arena.as_ptr().wrapping_add(slot.key as u32 as usize));
+        }
+    }
+
+    /// Counts one occurrence of `key` in `front` when it can; otherwise returns what the map must add
+    /// (`key`, or the key `key` took the slot of), prefetched.
+    #[inline]
+    pub(super) fn count_in_front<'k>(
+        &self,
+        front: &mut Front,
+        key: &'k [u8],
+    ) -> Option<Prefetched<'k>> {
+        let k = Key::new(key);
+        if k.word == 0 {
+            return Some(self.prefetch_key(k, key, 1));
+        }
+        // Bits of the hash that neither the shard (the top ones) nor the home slot (the low 32) use.
+        let i = (k.hash >> 40) as usize % FRONT_SLOTS;
+        let slot = &mut front.slots[i];
+        if slot.key == k.word {
+            slot.count += 1;
+            return None;
+        }
+        if slot.key == 0 {
+            *slot = Slot {
+                key: k.word,
+                count: 1,
+            };
+            front.used.push(i as u32);
+            return None;
+        }
+        if slot.count == 1 {
+            let evicted = std::mem::replace(
+                slot,
+                Slot {
+                    key: k.word,
+                    count: 1,
+                },
+            );
+            return Some(self.prefetch_key(Key::of_word(evicted.key), &[], 1));
+        }
+        Some(self.prefetch_key(k, key, 1))
+    }
+
+    /// Adds the counts of `front` to the map and empties it, even when adding fails (out of memory,
+    /// with some of them added).
+    pub(super) fn flush_front(&mut self, front: &mut Front) -> Result<(), AllocError> {
+        let mut result = Ok(());
+        for &i in &front.used {
+            let slot = std::mem::take(&mut front.slots[i as usize]);
+            if result.is_ok() {
+                result = self.add_key(Key::of_word(slot.key), &[], slot.count);
+            }
+        }
+        front.used.clear();
+        result
+    }
+
+    /// [`Self::add`] for what [`Self::prefetch`] or [`Self::count_in_front`] made.
+    #[inline]
+    pub(super) fn add_prefetched(&mut self, key: Prefetched<'_>) -> Result<(), AllocError> {
+        self.add_key(key.key, key.bytes, key.count)
+    }
+
+    #[inline(always)]
+    fn add_key(&mut self, key: Key, bytes: &[u8], n: u64) -> Result<(), AllocError> {
+        self.shards[shard_of(key.hash)].add(key, bytes, n)
     }
 
     /// Adds `n` to the count of `key`; fails, counting nothing, when the map cannot grow.
