@@ -13,14 +13,24 @@ use super::classes::{ascii_class_mask, class_at, Class, BYTE_CLASS};
 fn run_end(bytes: &[u8], mut pos: usize, class: Class) -> usize {
     loop {
         pos = ascii_run_end(bytes, pos, class);
-        if pos >= bytes.len() || bytes[pos] < 0x80 {
+        // Then characters from 0x80 up, until an ASCII byte: CJK text is long runs of them, and looking
+        // for an ASCII run after each would cost a vector compare per character.
+        loop {
+            if pos >= bytes.len() {
+                return pos;
+            }
+            if bytes[pos] < 0x80 {
+                break;
+            }
+            let (c, len) = class_at(bytes, pos);
+            if c != class {
+                return pos;
+            }
+            pos += len;
+        }
+        if BYTE_CLASS[bytes[pos] as usize] != class as u8 {
             return pos;
         }
-        let (c, len) = class_at(bytes, pos);
-        if c != class {
-            return pos;
-        }
-        pos += len;
     }
 }
 
