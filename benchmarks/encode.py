@@ -6,10 +6,10 @@ ids are checked against bytepair's, document by document, on a 1 MB sample of ea
 
 Every measurement runs in a fresh subprocess (this script with ``--child``), so no tool inherits another's
 warm caches, thread pools or heap, and the parent can read that process's own peak RSS (``ru_maxrss`` from
-``os.wait4``). Each of the ``--repeat`` runs is such a process and the best is reported: repeating a call in
-one process would time warm caches instead (gigatoken re-encodes the same 20 MB about 3x faster the second
-time). The runs go round by round, each tool once a round, so that a slow spell of the shared machine falls
-on every tool alike. Building the tokenizer is never timed.
+``os.wait4``). Each of the ``--repeat`` runs is such a process (what is reported of them is at the end of
+this list): repeating a call in one process would time warm caches instead (gigatoken re-encodes the same
+20 MB about 3x faster the second time). The runs go round by round, each tool once a round, so that a slow
+spell of the shared machine falls on every tool alike. Building the tokenizer is never timed.
 
 Sections (MB = 1e6 bytes of UTF-8 input):
 
@@ -34,7 +34,15 @@ Sections (MB = 1e6 bytes of UTF-8 input):
   first 200 MB: all of prose_en, the first 200 MB of code_c, copied out before timing), unpinned;
   the RSS column holds the growth of the child's peak RSS (``VmHWM``) during the call (its high-water mark
   is first reset through ``/proc/self/clear_refs``, else the peak of building the tokenizer would hide the
-  call's).
+  call's). In the same rounds, ``bytepair encode`` is ``encode(str)`` of the same text (read beforehand,
+  only the call timed), and the ratio column is the stream's speed over that.
+- ``short``: chat-sized messages, one ``encode`` call each: the lines of 20 to 200 bytes of a corpus's
+  first 20 MB (at most ``SHORT_MESSAGES`` of them), pinned to CPU 0; reported in calls per second as well
+  as MB/s. Each tool's caches warm up over the calls, as in a server that encodes one message at a time.
+
+Each section reports, per tool, the median of its runs, and the ratio to gigatoken as the median of the
+ratios of the runs that shared a round, with the lowest of them: a slow spell of the shared machine then
+falls on both sides of a ratio.
 
 Example: ``python benchmarks/encode.py --markdown encode.md``
 """
@@ -63,16 +71,21 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ("bytepair", "gigatoken", "tiktoken", "tokenizers")
-SECTIONS = {"single": "1 core", "files": "all cores", "iterable": "streaming"}
+SECTIONS = {"single": "1 core", "files": "all cores", "iterable": "streaming", "short": "short texts"}
 CORPORA = {
     "single": ("prose_en", "multilingual", "multilingual_cjk", "code_c"),
     "files": ("prose_en", "code_c"),
     "iterable": ("prose_en", "code_c"),
+    "short": ("prose_en", "multilingual", "multilingual_cjk", "code_c"),
 }
+# The streaming section's other row: bytepair's encode(str) on the same text, its reference speed.
+STREAM_REFERENCE = "bytepair encode"
 EOT = "<|endoftext|>"
 SAMPLE_BYTES = 20_000_000
 STREAM_BYTES = 200_000_000  # the tokenizer issue's streaming bound is for a 200 MB file
 VERIFY_BYTES = 1_000_000
+SHORT_BYTES = (20, 200)  # a chat message's size in UTF-8 bytes, first and last included
+SHORT_MESSAGES = 100_000
 BATCH_CHARS = 64_000_000
 
 ENCODE_ONE: dict[str, Callable[[Any, str], Sequence[int]]] = {
@@ -170,6 +183,15 @@ def encode_whole_file(tool: str, tok: Any, path: Path, work: Path) -> int:
     return sum(len(a) for a in arrays)
 
 
+def short_messages(path: Path) -> list[str]:
+    """The lines of ``SHORT_BYTES`` of the first ``SAMPLE_BYTES`` of ``path``, at most ``SHORT_MESSAGES``."""
+    low, high = SHORT_BYTES
+    lines = (
+        line for line in read_prefix(path, SAMPLE_BYTES).split("\n") if low <= len(line.encode()) <= high
+    )
+    return list(itertools.islice(lines, SHORT_MESSAGES))
+
+
 def peak_rss_mb() -> float:
     """This process's peak RSS: ``VmHWM``, which ``/proc/self/clear_refs`` resets. ``ru_maxrss`` can keep
     an earlier peak past that reset (streaming 200 MB of code_c showed +0.0 MB there and +3.2 MB in
@@ -196,12 +218,24 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         start = time.perf_counter()
         encode(tok, text)
         return {"seconds": time.perf_counter() - start, "bytes": len(text.encode("utf-8"))}
+    if spec["section"] == "short":
+        messages, encode = short_messages(path), ENCODE_ONE[tool]
+        start = time.perf_counter()
+        for message in messages:
+            encode(tok, message)
+        seconds = time.perf_counter() - start
+        return {"seconds": seconds, "bytes": sum(len(m.encode()) for m in messages), "calls": len(messages)}
     if spec["section"] == "files":
         (work / "ids.npy").unlink(missing_ok=True)
         os.sync()
         start = time.perf_counter()
         tokens = encode_whole_file(tool, tok, path, work)
         return {"seconds": time.perf_counter() - start, "bytes": path.stat().st_size, "tokens": tokens}
+    if spec.get("reference"):
+        text = path.read_text(encoding="utf-8")
+        start = time.perf_counter()
+        tok.encode(text)
+        return {"seconds": time.perf_counter() - start, "bytes": len(text.encode("utf-8"))}
     try:  # reset the high-water mark, so that it no longer holds the peak of building the tokenizer
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
@@ -258,24 +292,44 @@ def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
 Result = dict[str, Any]
 
 
-def interleaved_best(specs: dict[str, Result], repeat: int, timeout: float) -> dict[str, Result]:
-    """For each tool, the fastest of ``repeat`` runs of its spec with its MB/s, or its first error. The
-    runs go round by round, every tool once a round, so that a slow spell of the shared machine falls on
-    all tools alike instead of on the runs of one."""
-    runs: dict[str, list[Result]] = {tool: [] for tool in specs}
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def interleaved(specs: dict[str, Result], repeat: int, timeout: float, base: str) -> dict[str, Result]:
+    """For each tool, the median of ``repeat`` runs of its spec (MB/s, calls/s for short texts, and the
+    peak RSS of the median run), or its first error; and the ratio of its speed to ``base``'s as the
+    median and the lowest of the ratios of the rounds where both ran. The runs go round by round, every
+    tool once a round, so that a slow spell of the shared machine falls on all tools alike instead of on
+    the runs of one."""
+    rounds: list[dict[str, Result]] = []
+    failed: dict[str, Result] = {}
     for _ in range(repeat):
+        this_round = {}
         for tool, spec in specs.items():
-            if not any("error" in r for r in runs[tool]):
-                runs[tool].append(run_child(spec, timeout))
-    best = {}
-    for tool, results in runs.items():
-        errors = [r for r in results if "error" in r]
-        if errors:
-            best[tool] = errors[0]
-        else:
-            fastest = min(results, key=lambda r: r["seconds"])
-            best[tool] = {**fastest, "mbps": fastest["bytes"] / 1e6 / fastest["seconds"]}
-    return best
+            if tool not in failed:
+                result = run_child(spec, timeout)
+                if "error" in result:
+                    failed[tool] = result
+                else:
+                    this_round[tool] = {**result, "mbps": result["bytes"] / 1e6 / result["seconds"]}
+        rounds.append(this_round)
+    summary = {}
+    for tool in specs:
+        if tool in failed:
+            summary[tool] = failed[tool]
+            continue
+        runs = sorted((r[tool] for r in rounds), key=lambda r: r["mbps"])
+        middle = {**runs[len(runs) // 2], "mbps": median([r["mbps"] for r in runs]), "runs": len(runs)}
+        if "calls" in middle:
+            middle["calls_per_s"] = median([r["calls"] / r["seconds"] for r in runs])
+        ratios = [r[tool]["mbps"] / r[base]["mbps"] for r in rounds if tool in r and base in r]
+        if ratios and base not in failed:
+            middle |= {"ratio": median(ratios), "ratio_low": min(ratios), "ratios": ratios}
+        summary[tool] = middle
+    return summary
 
 
 def verify(tools: list[str], corpora: dict[str, str], shared: Path, work: Path) -> list[str]:
@@ -334,20 +388,24 @@ def prepare_corpora(directory: Path, shared: Path, names: set[str]) -> dict[str,
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
-    """Markdown rows; the ratio is MB/s over gigatoken's MB/s on the same section and corpus."""
-    giga = {(r["section"], r["corpus"]): r.get("mbps") for r in rows if r["tool"] == "gigatoken"}
+    """Markdown rows: medians, and the ratio to gigatoken (to ``bytepair encode`` for the stream) as the
+    median of the rounds' ratios, the lowest in brackets."""
     lines = [
-        "| section | corpus | tool | MB/s | peak RSS MB | vs gigatoken |",
-        "|---|---|---|---:|---:|---:|",
+        "| section | corpus | tool | MB/s | calls/s | peak RSS MB | ratio (lowest) | per round |",
+        "|---|---|---|---:|---:|---:|---:|---|",
     ]
     for r in rows:
-        mbps, base = r.get("mbps"), giga.get((r["section"], r["corpus"]))
+        mbps = r.get("mbps")
         speed = f"{mbps:.1f}" if mbps else r["error"]
+        calls = f"{r['calls_per_s']:,.0f}" if "calls_per_s" in r else "–"
         rss = f"{r['rss_mb']:.0f}" if "rss_mb" in r else "–"
         if "rss_growth_mb" in r:
             rss = f"+{r['rss_growth_mb']:.1f} (growth)"
-        ratio = f"{mbps / base:.2f}" if mbps and base and r["section"] != "streaming" else "–"
-        lines.append(f"| {r['section']} | {r['corpus']} | {r['tool']} | {speed} | {rss} | {ratio} |")
+        ratio = f"{r['ratio']:.2f} ({r['ratio_low']:.2f})" if "ratio" in r and r["tool"] != r["base"] else "–"
+        each = ", ".join(f"{x:.2f}" for x in r["ratios"]) if ratio != "–" else ""
+        lines.append(
+            f"| {r['section']} | {r['corpus']} | {r['tool']} | {speed} | {calls} | {rss} | {ratio} | {each} |"
+        )
     return lines
 
 
@@ -360,7 +418,7 @@ def main() -> None:
     p.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
     p.add_argument("--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS))
     p.add_argument("--only", nargs="+", metavar="CORPUS", help="restrict to these corpora (e.g. prose_en)")
-    p.add_argument("--repeat", type=int, default=3, help="best of N fresh processes")
+    p.add_argument("--repeat", type=int, default=3, help="median of N fresh processes, round by round")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per measurement process")
     p.add_argument("--markdown", type=Path, help="also write the report to this file")
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -380,7 +438,7 @@ def main() -> None:
         "# Encoding throughput, GPT-2 vocabulary",
         "",
         f"{versions}; Python {sys.version.split()[0]}; {os.cpu_count()} CPUs, load average {load1:.2f} / "
-        f"{load5:.2f} at start; MB = 1e6 bytes of UTF-8 input; best of {args.repeat}.",
+        f"{load5:.2f} at start; MB = 1e6 bytes of UTF-8 input; medians of {args.repeat} rounds.",
     ]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bytepair-bench-") as tmp:
@@ -402,20 +460,30 @@ def main() -> None:
                 if section == "iterable":
                     path = stream_prefix(path, Path(tmp))
                     os.sync()  # the copy's writeback before, not during, the timed runs
-                tools = [t for t in args.tools if section != "iterable" or t == "bytepair"]
                 spec = {"section": section, "path": str(path), "work": tmp, "shared": str(args.shared)}
-                spec["pin"] = section == "single"
-                specs = {tool: {**spec, "tool": tool} for tool in tools if tool in installed}
-                results = interleaved_best(specs, args.repeat, args.timeout)
+                spec["pin"] = section in ("single", "short")
+                if section == "iterable":
+                    specs = {"bytepair": {**spec, "tool": "bytepair"}}
+                    specs[STREAM_REFERENCE] = {**spec, "tool": "bytepair", "reference": True}
+                    tools, base = ["bytepair", STREAM_REFERENCE], STREAM_REFERENCE
+                else:
+                    specs = {tool: {**spec, "tool": tool} for tool in args.tools if tool in installed}
+                    tools, base = args.tools, "gigatoken"
+                if "bytepair" not in installed:
+                    specs = {t: s for t, s in specs.items() if s["tool"] != "bytepair"}
+                results = interleaved(specs, args.repeat, args.timeout, base)
                 for tool in tools:
-                    row = {"section": SECTIONS[section], "corpus": name, "tool": tool}
+                    row = {"section": SECTIONS[section], "corpus": name, "tool": tool, "base": base}
                     rows.append({**row, **results.get(tool, {"error": "not installed"})})
                     print(f"{section} {name} {tool}: {rows[-1]}", file=sys.stderr)
     report += ["", "## Results", "", *table(rows), ""]
     report.append(
         "1 core: `encode(str)` on 20 MB, pinned to CPU 0. all cores: whole file; tiktoken and HF times "
         "include reading the file, splitting it into documents and packing ids into arrays. streaming: "
-        "bytepair `encode_iterable` over the file's lines; the RSS column is the growth during the call."
+        "bytepair `encode_iterable` over the file's lines, the ratio to `encode(str)` of the same text in "
+        "the same round; the RSS column is the growth during the call. short texts: one `encode` call per "
+        "line of 20 to 200 bytes, pinned to CPU 0. MB/s and calls/s are medians of the runs; ratios are "
+        "the median of each round's ratio, the lowest in brackets."
     )
     if counts := "; ".join(f"{r['corpus']} {r['tool']} {r['tokens']:,}" for r in rows if "tokens" in r):
         report += ["", f"Tokens (all cores; tiktoken and HF leave out the {EOT} separators): {counts}."]

@@ -1,6 +1,6 @@
 """Type stubs for the Rust engine (src/python/). Use the documented wrappers in bytepair instead."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 UNICODE_VERSION: str  # of the scanner's character classes (src/pretokenize/unicode_tables.rs)
 
@@ -95,6 +95,9 @@ class PreTokenCounts:
         consume: bool = False,
     ) -> tuple[list[bytes], list[tuple[bytes, bytes]], tuple[int, int, int | None]]: ...
 
+class Stream(Iterator[list[int]]):
+    def __next__(self) -> list[int]: ...
+
 class Encoder:
     def __init__(
         self, vocab: list[tuple[int, bytes]], merges: list[tuple[bytes, bytes]], special_tokens: list[str]
@@ -102,7 +105,7 @@ class Encoder:
     @property
     def vocab_size(self) -> int: ...
     def encode(self, text: str) -> list[int]: ...
-    def encode_prefix(self, text: str, last: bool) -> tuple[list[int], str]: ...
+    def stream(self, items: Iterable[str], batch: int) -> Stream: ...
     def encode_batch(self, texts: list[str], num_threads: int | None = None) -> list[list[int]]: ...
     def decode_bytes(self, ids: list[int]) -> bytes: ...
     def encode_file(

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Tokenizer"]
 
-# encode_iterable hands text to the engine once it holds this many characters, so that small pieces (lines
-# of a file) are encoded a batch per call rather than one call each; smaller batches streamed slower,
-# larger ones no faster, and this size keeps the memory held to a few MB.
+# encode_iterable encodes text once it holds this many bytes, so that small pieces (lines of a file) are
+# encoded a batch per call rather than one call each; smaller batches streamed slower, larger ones no
+# faster, and this size keeps the memory held to a few MB.
 _STREAM_BATCH = 1 << 18
 
 
@@ -271,32 +271,9 @@ class Tokenizer:
         >>> list(tok.encode_iterable(["h", "i ", "there"]))
         [104, 105, 32, 116, 104, 101, 114, 101]
         """
-        # Chained in C: a generator yielding each id took longer than encoding them; this one yields one
-        # list per batch.
-        return itertools.chain.from_iterable(self._encode_batches(iterable))
-
-    def _encode_batches(self, iterable: Iterable[str]) -> Iterator[list[int]]:
-        """The ids of :meth:`encode_iterable`, a list per batch of text."""
-        held = ""  # text after the last safe cut, held back from the engine
-        pending: list[str] = []  # text received since; joined once per batch, not copied per piece
-        size = 0
-        # After a call that could not cut, wait for the text to double before trying again, so that a
-        # long text with no safe cut costs linear time, not quadratic.
-        next_try = _STREAM_BATCH
-        for piece in iterable:
-            if not isinstance(piece, str):
-                raise TypeError(f"encode_iterable needs str items, got {type(piece).__name__}")
-            pending.append(piece)
-            size += len(piece)
-            if size >= next_try:
-                text = held + "".join(pending)
-                ids, held = self._encoder.encode_prefix(text, False)
-                pending.clear()
-                size = len(held)
-                next_try = _STREAM_BATCH if size < len(text) else 2 * size
-                yield ids
-        ids, _ = self._encoder.encode_prefix(held + "".join(pending), True)
-        yield ids
+        # Chained in C: a generator yielding each id took longer than encoding them; the engine's stream
+        # yields one list per batch.
+        return itertools.chain.from_iterable(self._encoder.stream(iterable, _STREAM_BATCH))
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD.

@@ -7,15 +7,15 @@
 use std::borrow::Cow;
 use std::path::PathBuf;
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyIterator, PyList, PyString};
 
-use super::errors::{alloc_err, run_detached, to_py_err};
+use super::errors::{alloc_err, run_attached, run_detached, to_py_err};
 use super::interrupt::{run_interruptible, PyProgress, INTERRUPTIBLE_FROM};
-use super::objects::{bytes, collect, int, list, string, tuple};
-use super::strings::utf8;
+use super::objects::{bytes, collect, int, list};
+use super::strings::{push_utf8, utf8};
 use crate::error::{try_reserve, try_vec};
 use crate::huge_pages;
 use crate::{encode_file, Dtype, EncodeFileOptions, Encoder, Error};
@@ -27,6 +27,10 @@ pub(super) struct PyEncoder {
     /// A Python int for each id below [`CACHED_INTS`], made once (see [`PyEncoder::to_list`]).
     ints: Vec<Py<PyAny>>,
 }
+
+/// `encode` keeps the GIL for texts shorter than this: they take microseconds, about what releasing
+/// the GIL and taking it back costs (chat messages, one call each).
+const KEEP_GIL_BELOW: usize = 4096;
 
 /// Ids below this get a preallocated Python int: 2^17 covers the vocabularies people train (about
 /// 4 MB of ints) without growing with an unusually large one.
@@ -157,10 +161,11 @@ impl PyEncoder {
         text: &Bound<'py, PyString>,
     ) -> PyResult<Bound<'py, PyList>> {
         let text = utf8(text)?;
-        let ids = if text.len() < INTERRUPTIBLE_FROM {
-            run_detached(py, || {
-                self.inner.encode_to_vec(&text, None).map_err(to_py_err)
-            })?
+        let encode = || self.inner.encode_to_vec(&text, None).map_err(to_py_err);
+        let ids = if text.len() < KEEP_GIL_BELOW {
+            run_attached(encode)?
+        } else if text.len() < INTERRUPTIBLE_FROM {
+            run_detached(py, encode)?
         } else {
             let progress = PyProgress::new(None);
             run_interruptible(py, &progress, || {
@@ -177,28 +182,17 @@ impl PyEncoder {
         list
     }
 
-    /// Encodes the longest safely cut prefix of `text` (all of it when `last`); returns the ids and
-    /// the rest of the text.
-    fn encode_prefix<'py>(
-        &self,
-        py: Python<'py>,
-        text: &Bound<'py, PyString>,
-        last: bool,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let text = utf8(text)?;
-        let text: &str = &text;
-        let (ids, used) = run_detached(py, || {
-            // The ids are freed on an error before it becomes an exception (which allocates).
-            let encode = || {
-                let mut ids = Vec::new();
-                let used = self.inner.encode_prefix(text, last, &mut ids)?;
-                Ok((ids, used))
-            };
-            encode().map_err(to_py_err)
-        })?;
-        let ids = self.to_list(py, &ids)?;
-        let rest = string(py, &text[used..])?;
-        tuple(py, [ids.into_any(), rest])
+    /// The batches of ids of the text of the str items of `items` (an iterable), concatenated: a
+    /// [`PyStream`] that encodes about `batch` bytes of text at a time.
+    fn stream(slf: Bound<'_, Self>, items: &Bound<'_, PyAny>, batch: usize) -> PyResult<PyStream> {
+        Ok(PyStream {
+            encoder: slf.unbind(),
+            items: items.try_iter()?.unbind(),
+            text: String::new(),
+            batch: batch.max(1),
+            next_try: batch.max(1),
+            done: false,
+        })
     }
 
     /// The ids of each str of the list `texts`, as a list of lists.
@@ -290,5 +284,80 @@ impl PyEncoder {
                 .map_err(|e| progress.error(e))
         })?;
         int(py, tokens)
+    }
+}
+
+/// `encode_iterable`'s batches: an iterator of lists of ids, each the ids of the text gathered from the
+/// items since the last batch, up to its last safe cut (all of it once the items run out). The text
+/// after the cut is held back for the next batch, so the ids equal those of the whole text however the
+/// items cut it ([`Encoder::encode_prefix`]).
+///
+/// The items are read and converted to UTF-8 here, into one buffer, rather than joined in Python: a
+/// file gives a str per line, and a Python loop per line, a join per batch and a UTF-8 copy of the
+/// joined text made streaming slower than encoding.
+#[pyclass(name = "Stream", module = "bytepair._core")]
+pub(super) struct PyStream {
+    encoder: Py<PyEncoder>,
+    items: Py<PyIterator>,
+    /// Text gathered and not yet encoded: the held-back tail of the last batch, then what came since.
+    text: String,
+    /// Bytes of text a batch waits for.
+    batch: usize,
+    /// Encode once `text` holds this many bytes: `batch`, or twice what it held when the last batch
+    /// could not cut it, so that a long text with no safe cut costs linear time, not quadratic.
+    next_try: usize,
+    /// The last batch was made.
+    done: bool,
+}
+
+#[pymethods]
+impl PyStream {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut items = self.items.bind(py).clone();
+        let mut last = false;
+        while self.text.len() < self.next_try {
+            let Some(item) = items.next() else {
+                last = true;
+                break;
+            };
+            let item = item?;
+            let Ok(item) = item.cast::<PyString>() else {
+                let kind = item.get_type().name()?;
+                return Err(PyTypeError::new_err(format!(
+                    "encode_iterable needs str items, got {kind}"
+                )));
+            };
+            push_utf8(item, &mut self.text)?;
+        }
+        let encoder = self.encoder.get();
+        let text = self.text.as_str();
+        let (ids, used) = run_detached(py, || {
+            // The ids are freed on an error before it becomes an exception (which allocates).
+            let encode = || {
+                let mut ids = Vec::new();
+                let used = encoder.inner.encode_prefix(text, last, &mut ids)?;
+                Ok((ids, used))
+            };
+            encode().map_err(to_py_err)
+        })?;
+        let ids = encoder.to_list(py, &ids)?;
+        self.next_try = match used {
+            0 => self.text.len().saturating_mul(2),
+            _ => self.batch,
+        };
+        self.text.drain(..used);
+        // Memory a long text with no cut took is given back once it is encoded.
+        if self.text.capacity() > 4 * self.batch.max(self.text.len()) {
+            self.text.shrink_to(2 * self.batch.max(self.text.len()));
+        }
+        self.done = last;
+        Ok(Some(ids))
     }
 }

@@ -46,14 +46,23 @@ pub(super) fn run_detached<T: Send>(
     f: impl FnOnce() -> PyResult<T> + Send,
 ) -> PyResult<T> {
     py.detach(|| catch_unwind(AssertUnwindSafe(f)))
-        .unwrap_or_else(|panic| {
-            let what = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("unknown panic");
-            Err(PyRuntimeError::new_err(format!(
-                "bytepair internal error (please report it): {what}"
-            )))
-        })
+        .unwrap_or_else(panic_error)
+}
+
+/// [`run_detached`] with the GIL kept, for work of a few microseconds, where releasing and taking it
+/// back would cost more than other threads gain.
+pub(super) fn run_attached<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(panic_error)
+}
+
+/// The RuntimeError of a caught panic.
+fn panic_error<T>(panic: Box<dyn std::any::Any + Send>) -> PyResult<T> {
+    let what = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("unknown panic");
+    Err(PyRuntimeError::new_err(format!(
+        "bytepair internal error (please report it): {what}"
+    )))
 }

@@ -37,6 +37,7 @@ fn _core(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     use pyo3::prelude::*;
     m.add_function(wrap_pyfunction!(functions::py_max_threads, m)?)?;
     m.add_class::<encoder::PyEncoder>()?;
+    m.add_class::<encoder::PyStream>()?;
     m.add_class::<counts::PyPreTokenCounts>()?;
     m.add_function(wrap_pyfunction!(counts::source_kind, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::encode_dataset_py, m)?)?;

@@ -23,11 +23,69 @@ use crate::error::try_reserve;
 /// the copy cannot be allocated.
 #[cfg(feature = "python")]
 pub(super) fn utf8<'a>(text: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
+    match stored(text)? {
+        Some(Stored::Ascii(ascii)) => return Ok(Cow::Borrowed(ascii)),
+        Some(Stored::Units(units)) => {
+            let mut buf = Vec::new();
+            try_reserve(&mut buf, units.max_utf8_len())
+                .map_err(|e| to_py_err(e.of_text("the UTF-8 copy", units.len())))?;
+            if to_utf8(units, &mut buf).is_ok() {
+                // SAFETY: `to_utf8` writes only UTF-8.
+                return Ok(Cow::Owned(unsafe { String::from_utf8_unchecked(buf) }));
+            }
+        }
+        None => {}
+    }
+    // A surrogate (or an interpreter whose storage is not read here): Python's own conversion.
+    text.to_str().map(Cow::Borrowed)
+}
+
+/// Appends the UTF-8 of `text` to `out`, as [`utf8`] makes it but without a copy of its own: the
+/// stream of `encode_iterable` gathers many short strings (lines of a file) into one text.
+#[cfg(feature = "python")]
+pub(super) fn push_utf8(text: &Bound<'_, PyString>, out: &mut String) -> PyResult<()> {
+    let stored = stored(text)?;
+    let most = match &stored {
+        Some(Stored::Ascii(ascii)) => ascii.len(),
+        Some(Stored::Units(units)) => units.max_utf8_len(),
+        None => 0,
+    };
+    // SAFETY: only UTF-8 is written to the vector: ASCII, `to_utf8`'s output, or a `str`; what a failed
+    // `to_utf8` wrote is cut off again.
+    let bytes = unsafe { out.as_mut_vec() };
+    try_reserve(bytes, most).map_err(|e| to_py_err(e.of_text("the text of the stream", most)))?;
+    match stored {
+        Some(Stored::Ascii(ascii)) => bytes.extend_from_slice(ascii.as_bytes()),
+        Some(Stored::Units(units)) => {
+            let before = bytes.len();
+            if to_utf8(units, bytes).is_err() {
+                bytes.truncate(before);
+                out.push_str(text.to_str()?);
+            }
+        }
+        None => out.push_str(text.to_str()?),
+    }
+    Ok(())
+}
+
+/// A `str` as CPython stores it.
+#[cfg(feature = "python")]
+enum Stored<'a> {
+    /// ASCII, which is its own UTF-8.
+    Ascii(&'a str),
+    Units(Units<'a>),
+}
+
+/// How `text` is stored, read in place; None on an interpreter whose storage is not read here (3.14,
+/// PyPy, GraalPy), which then converts with Python's own function.
+#[cfg(feature = "python")]
+#[allow(unused_variables)]
+fn stored<'a>(text: &'a Bound<'_, PyString>) -> PyResult<Option<Stored<'a>>> {
     #[cfg(not(any(Py_3_14, PyPy, GraalPy)))]
     // SAFETY: `text` is a str (its type says so) kept alive by the borrow, and CPython never changes a
     // str's characters once it is shared. READY (before 3.12) gives a legacy string its compact form;
     // after it KIND and DATA describe GET_LENGTH units of that width, which the slices cover exactly.
-    // The units of an ASCII string are its UTF-8, and `to_utf8` writes only UTF-8 into `buf`.
+    // The units of an ASCII string are its UTF-8.
     unsafe {
         use std::slice::from_raw_parts;
         let op = text.as_ptr();
@@ -40,24 +98,18 @@ pub(super) fn utf8<'a>(text: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> 
             ffi::PyUnicode_GET_LENGTH(op) as usize,
         );
         if ffi::PyUnicode_IS_ASCII(op) != 0 {
-            return Ok(Cow::Borrowed(std::str::from_utf8_unchecked(
+            return Ok(Some(Stored::Ascii(std::str::from_utf8_unchecked(
                 from_raw_parts(data.cast(), len),
-            )));
+            ))));
         }
-        let units = match ffi::PyUnicode_KIND(op) {
+        return Ok(Some(Stored::Units(match ffi::PyUnicode_KIND(op) {
             ffi::PyUnicode_1BYTE_KIND => Units::Latin1(from_raw_parts(data.cast(), len)),
             ffi::PyUnicode_2BYTE_KIND => Units::Ucs2(from_raw_parts(data.cast(), len)),
             _ => Units::Ucs4(from_raw_parts(data.cast(), len)),
-        };
-        let mut buf = Vec::new();
-        try_reserve(&mut buf, units.max_utf8_len())
-            .map_err(|e| to_py_err(e.of_text("the UTF-8 copy", len)))?;
-        if to_utf8(units, &mut buf).is_ok() {
-            return Ok(Cow::Owned(String::from_utf8_unchecked(buf)));
-        }
+        })));
     }
-    // A surrogate (or an interpreter whose storage is not read here): Python's own conversion.
-    text.to_str().map(Cow::Borrowed)
+    #[allow(unreachable_code)]
+    Ok(None)
 }
 
 /// A string's characters, as CPython stores them.
@@ -69,6 +121,16 @@ enum Units<'a> {
 }
 
 impl Units<'_> {
+    /// The number of characters.
+    #[cfg(feature = "python")]
+    fn len(&self) -> usize {
+        match self {
+            Units::Latin1(units) => units.len(),
+            Units::Ucs2(units) => units.len(),
+            Units::Ucs4(units) => units.len(),
+        }
+    }
+
     /// The most bytes of UTF-8 these units can take: the room [`to_utf8`] reserves in `out` (with
     /// `Vec::reserve`, which aborts the process when it fails; a caller that must not abort reserves
     /// this much first, fallibly).
