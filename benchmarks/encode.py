@@ -42,7 +42,9 @@ Sections (MB = 1e6 bytes of UTF-8 input):
 
 Each section reports, per tool, the median of its runs, and the ratio to gigatoken as the median of the
 ratios of the runs that shared a round, with the lowest of them: a slow spell of the shared machine then
-falls on both sides of a ratio.
+falls on both sides of a ratio. The ratio is also given from the CPU time of each timed call (the
+process's, all threads) instead of its wall time: on a machine busy with other work, a process that
+waits for a CPU loses wall time, not CPU time.
 
 Example: ``python benchmarks/encode.py --markdown encode.md``
 """
@@ -215,16 +217,15 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     tok = load(tool, shared, work)
     if spec["section"] == "single":
         text, encode = read_prefix(path, SAMPLE_BYTES), ENCODE_ONE[tool]
-        start = time.perf_counter()
-        encode(tok, text)
-        return {"seconds": time.perf_counter() - start, "bytes": len(text.encode("utf-8"))}
+        return {**timed(lambda: encode(tok, text)), "bytes": len(text.encode("utf-8"))}
     if spec["section"] == "short":
         messages, encode = short_messages(path), ENCODE_ONE[tool]
-        start = time.perf_counter()
-        for message in messages:
-            encode(tok, message)
-        seconds = time.perf_counter() - start
-        return {"seconds": seconds, "bytes": sum(len(m.encode()) for m in messages), "calls": len(messages)}
+
+        def encode_each() -> None:
+            for message in messages:
+                encode(tok, message)
+
+        return {**timed(encode_each), "bytes": sum(len(m.encode()) for m in messages), "calls": len(messages)}
     if spec["section"] == "files":
         (work / "ids.npy").unlink(missing_ok=True)
         os.sync()
@@ -233,19 +234,27 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         return {"seconds": time.perf_counter() - start, "bytes": path.stat().st_size, "tokens": tokens}
     if spec.get("reference"):
         text = path.read_text(encoding="utf-8")
-        start = time.perf_counter()
-        tok.encode(text)
-        return {"seconds": time.perf_counter() - start, "bytes": len(text.encode("utf-8"))}
+        return {**timed(lambda: tok.encode(text)), "bytes": len(text.encode("utf-8"))}
     try:  # reset the high-water mark, so that it no longer holds the peak of building the tokenizer
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
         pass
     before = peak_rss_mb()
-    start = time.perf_counter()
-    with open(path, encoding="utf-8") as f:
-        deque(tok.encode_iterable(f), maxlen=0)
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "bytes": path.stat().st_size, "rss_growth_mb": peak_rss_mb() - before}
+
+    def stream() -> None:
+        with open(path, encoding="utf-8") as f:
+            deque(tok.encode_iterable(f), maxlen=0)
+
+    times = timed(stream)
+    return {**times, "bytes": path.stat().st_size, "rss_growth_mb": peak_rss_mb() - before}
+
+
+def timed(work: Callable[[], Any]) -> dict[str, float]:
+    """The wall time of ``work()`` and the CPU time the process spent in it (all threads): on a machine
+    shared with other work, a process waiting for a CPU loses wall time but not CPU time."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    work()
+    return {"seconds": time.perf_counter() - wall, "cpu_seconds": time.process_time() - cpu}
 
 
 def stream_prefix(path: Path, work: Path) -> Path:
@@ -325,9 +334,16 @@ def interleaved(specs: dict[str, Result], repeat: int, timeout: float, base: str
         middle = {**runs[len(runs) // 2], "mbps": median([r["mbps"] for r in runs]), "runs": len(runs)}
         if "calls" in middle:
             middle["calls_per_s"] = median([r["calls"] / r["seconds"] for r in runs])
-        ratios = [r[tool]["mbps"] / r[base]["mbps"] for r in rounds if tool in r and base in r]
+        both = [r for r in rounds if tool in r and base in r]
+        ratios = [r[tool]["mbps"] / r[base]["mbps"] for r in both]
         if ratios and base not in failed:
             middle |= {"ratio": median(ratios), "ratio_low": min(ratios), "ratios": ratios}
+        cpu = [
+            r[base]["cpu_seconds"] / r[base]["bytes"] * r[tool]["bytes"] / r[tool]["cpu_seconds"]
+            for r in both
+        ]
+        if cpu and all("cpu_seconds" in r[tool] for r in both):
+            middle |= {"cpu_ratio": median(cpu), "cpu_ratio_low": min(cpu)}
         summary[tool] = middle
     return summary
 
@@ -391,8 +407,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     """Markdown rows: medians, and the ratio to gigatoken (to ``bytepair encode`` for the stream) as the
     median of the rounds' ratios, the lowest in brackets."""
     lines = [
-        "| section | corpus | tool | MB/s | calls/s | peak RSS MB | ratio (lowest) | per round |",
-        "|---|---|---|---:|---:|---:|---:|---|",
+        "| section | corpus | tool | MB/s | calls/s | peak RSS MB | ratio (lowest) | per round | by CPU "
+        "time |",
+        "|---|---|---|---:|---:|---:|---:|---|---:|",
     ]
     for r in rows:
         mbps = r.get("mbps")
@@ -403,8 +420,12 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             rss = f"+{r['rss_growth_mb']:.1f} (growth)"
         ratio = f"{r['ratio']:.2f} ({r['ratio_low']:.2f})" if "ratio" in r and r["tool"] != r["base"] else "–"
         each = ", ".join(f"{x:.2f}" for x in r["ratios"]) if ratio != "–" else ""
+        by_cpu = (
+            f"{r['cpu_ratio']:.2f} ({r['cpu_ratio_low']:.2f})" if ratio != "–" and "cpu_ratio" in r else "–"
+        )
         lines.append(
-            f"| {r['section']} | {r['corpus']} | {r['tool']} | {speed} | {calls} | {rss} | {ratio} | {each} |"
+            f"| {r['section']} | {r['corpus']} | {r['tool']} | {speed} | {calls} | {rss} | {ratio} | {each} "
+            f"| {by_cpu} |"
         )
     return lines
 
@@ -483,7 +504,8 @@ def main() -> None:
         "bytepair `encode_iterable` over the file's lines, the ratio to `encode(str)` of the same text in "
         "the same round; the RSS column is the growth during the call. short texts: one `encode` call per "
         "line of 20 to 200 bytes, pinned to CPU 0. MB/s and calls/s are medians of the runs; ratios are "
-        "the median of each round's ratio, the lowest in brackets."
+        "the median of each round's ratio, the lowest in brackets; by CPU time: the same ratio of speeds "
+        "computed from each process's CPU time in the timed call instead of its wall time."
     )
     if counts := "; ".join(f"{r['corpus']} {r['tool']} {r['tokens']:,}" for r in rows if "tokens" in r):
         report += ["", f"Tokens (all cores; tiktoken and HF leave out the {EOT} separators): {counts}."]
