@@ -112,6 +112,23 @@ class PreTokenCounts(_core.PreTokenCounts):
     def __reduce__(self) -> tuple[Any, ...]:
         return (_from_bytes, (type(self), self._to_bytes()))
 
+    def prune(self, min_count: int) -> None:
+        """Drops the pre-tokens counted fewer than ``min_count`` times: for counts too large to train on
+        in the memory at hand. ``bytes`` and ``documents`` stay those of the text; ``len()`` and
+        ``total()`` count what is kept.
+        Training on pruned counts is **approximate**: the pairs inside the dropped pre-tokens are not
+        counted, so late merges can differ from exact training (the frequent ones, made first, rarely
+        do). Exact is the default everywhere; this is opt-in (``bytepair.ray``'s ``min_count``).
+
+        >>> counts = count_pretokens(iter(["the cat the hat the end"]))
+        >>> counts.prune(2)
+        >>> counts.most_common(), counts.total(), counts.bytes
+        ([(b' the', 2)], 2, 23)
+        """
+        if not isinstance(min_count, int) or isinstance(min_count, bool) or min_count < 1:
+            raise ValueError(f"min_count must be a positive int, not {min_count!r}")
+        self._retain_at_least(min_count)
+
     def save(self, path: PathLike) -> None:
         """Writes the counts to ``path``, replacing it whole or not at all (through a temporary file and a
         rename), in a few bytes a distinct pre-token.

@@ -4,9 +4,10 @@
 of its functions runs.
 
 - :func:`count_pretokens`: one Ray task per part of the work (:func:`bytepair.counting.plan_parts`: a
-  file, a run of Parquet row groups, a byte range of a large text file cut at a safe place), grouped
-  into about ``tasks`` tasks; their counts are added in a binary tree of Ray tasks, each of which holds
-  two partial counts, and only the total comes back to the driver. It equals
+  file, a run of Parquet row groups, a byte range of a large text file cut at a safe place), or about
+  ``tasks`` tasks; their counts are added in a binary tree of Ray tasks, each of which holds
+  two partial counts, whose last merge is the driver's (the two halves come back, not a total
+  serialized once more). It equals
   :func:`bytepair.count_pretokens` on the same sources.
 - :func:`train_bpe`: counts on the cluster, then trains on the driver, freeing the counts as training
   makes its words: the vocabulary and merges of :func:`bytepair.train_bpe`.
@@ -67,9 +68,12 @@ __all__ = ["count_pretokens", "encode_dataset", "train_bpe"]
 
 # Ray retries a task, and restarts an actor, this many times when its worker process or node dies.
 _RETRIES = 3
-# Tasks per CPU of the cluster when ``tasks`` is not given: enough that a slow or retried task delays
-# little; few enough that the reduce tree (one merge per task) costs little.
-_TASKS_PER_CPU = 4
+# Counting tasks per CPU of the cluster when ``tasks`` is not given. Each task's counts are serialized,
+# sent, merged and serialized again up the tree, at about 3 us a distinct pre-token each time, and the
+# fewer and larger the parts, the fewer distinct pre-tokens in all (Heaps' law): on 2 CPUs, 6 files
+# took 15 s in 2 tasks, 29 s in 6, against 9.5 s in one process. Two per CPU still keeps every CPU
+# busy while one task ends late, and bounds what a retried task redoes.
+_TASKS_PER_CPU = 2
 # How long to wait for the head node to answer before saying there is none.
 _CONNECT_SECONDS = 10.0
 # Shards queued at each actor: the next one is there when one ends.
@@ -211,6 +215,12 @@ def _merge_task(a: PreTokenCounts, b: PreTokenCounts) -> PreTokenCounts:
     return a
 
 
+def _prune_task(counts: PreTokenCounts, min_count: int) -> PreTokenCounts:
+    """A Ray task: the total counts pruned (:meth:`PreTokenCounts.prune`) before the driver gets them."""
+    counts.prune(min_count)
+    return counts
+
+
 def _reporter(progress: Any) -> tuple[Any, Any]:
     """(a context for the run's progress bar, the callable to report to) for ``progress``."""
     if progress is True:
@@ -228,25 +238,32 @@ def _count_on(
     errors: str,
     progress: Any,
     nodes: dict[str, int],
+    min_count: int | None,
 ) -> PreTokenCounts:
     """The counts of ``parts``, in about ``tasks`` tasks on the cluster, added in a tree; ``nodes`` gets
     the tasks run on each node."""
     groups = _groups(parts, tasks)
-    count = ray.remote(num_cpus=1, num_returns=2, max_retries=_RETRIES)(_count_task)
+    # Spread over the nodes: Ray would first fill the driver's node.
+    count = ray.remote(num_cpus=1, num_returns=2, max_retries=_RETRIES, scheduling_strategy="SPREAD")(
+        _count_task
+    )
     merge = ray.remote(num_cpus=1, max_retries=_RETRIES)(_merge_task)
     leaves = [count.remote(group, specials, text_field, errors) for group in groups]
     pending = [stats for _, stats in leaves]
     level = [counts for counts, _ in leaves]
     del leaves
     # The tree is fixed by the order of the parts, so partial counts meet in the same order every run
-    # (and the messages of skipped records come in source order).
-    while len(level) > 1:
+    # (and the messages of skipped records come in source order). Its last merge is the driver's own:
+    # the total is never serialized, and the driver holds the two halves, as a merge task would.
+    top = 1 if min_count is not None else 2
+    while len(level) > top:
         pairs = [merge.remote(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
         level = pairs + level[2 * len(pairs) :]
-    (root,) = level
-    # The driver holds only the root and the small progress results: Ray frees each partial count once
-    # the merge that takes it is done.
-    del level
+    if min_count is not None:
+        # Pruned where the total is made, so that the driver gets only what it keeps.
+        level = [ray.remote(num_cpus=1, max_retries=_RETRIES)(_prune_task).remote(level[0], min_count)]
+    # The driver holds only the top of the tree and the small progress results: Ray frees each partial
+    # count once the merge that takes it is done.
     total = sum(p.size for p in parts)
     done = documents = finished = 0
     context, report = _reporter(progress)
@@ -259,9 +276,11 @@ def _count_on(
                 done, documents, finished = done + size, documents + docs, finished + 1
                 if report is not None:
                     report("count", done, total, documents=documents, tasks=(finished, len(groups)))
-            counts: PreTokenCounts = ray.get(root)
+            counts: PreTokenCounts = ray.get(level.pop(0))
+            if level:
+                counts += ray.get(level.pop())
         except BaseException as e:
-            for ref in [*pending, root]:
+            for ref in [*pending, *level]:
                 with contextlib.suppress(Exception):
                     ray.cancel(ref, force=True)
             raise _failure(ray, e) from None
@@ -294,6 +313,7 @@ def count_pretokens(
     tasks: int | None = None,
     progress: Any = False,
     stats: MutableMapping[str, Any] | None = None,
+    min_count: int | None = None,
 ) -> PreTokenCounts:
     """Counts the pre-tokens of ``sources`` on a Ray cluster: equal (``==``) to
     :func:`bytepair.count_pretokens` of the same sources.
@@ -306,13 +326,19 @@ def count_pretokens(
             record in source order, when several parts have one).
         address: the cluster (see the module's docstring); None starts a local one unless this process
             is connected to one or ``RAY_ADDRESS`` names one.
-        tasks: about how many tasks (default: four per CPU of the cluster); large text files are cut
-            into byte ranges and large Parquet files into runs of row groups to make them, and there is
-            never less than one task per file.
+        tasks: about how many tasks; the default is two per CPU of the cluster. Files are cut to make
+            them (large text files into byte ranges, large Parquet files into runs of row groups), or
+            grouped, consecutive files in one task, when there are more files than tasks. More tasks
+            hold smaller partial counts each (``tasks=len(files)``: one file's), fewer cost less to
+            add up.
         progress: True for one progress bar on stderr (when it is a terminal): bytes, documents, tasks
             done; or a callable ``progress("count", done, total, documents=..., tasks=(done, total))``.
         stats: a dict to fill with ``"tasks"``, the counting tasks run, and ``"nodes"``, how many ran on
             each node (by Ray node id).
+        min_count: None (the default) for exact counts; or drop the pre-tokens counted fewer times than
+            this in the whole corpus (:meth:`bytepair.PreTokenCounts.prune`) on the cluster, before the
+            driver gets the counts: for a corpus whose distinct pre-tokens do not fit in the driver's
+            memory. Training on them is approximate.
 
     Raises:
         ConnectionError: no cluster at ``address``, or the cluster lost during the run.
@@ -333,6 +359,10 @@ def count_pretokens(
     check_errors(errors)
     _check_tasks(tasks)
     _check_address_form(address)
+    if min_count is not None and (
+        not isinstance(min_count, int) or isinstance(min_count, bool) or min_count < 1
+    ):
+        raise ValueError(f"min_count must be a positive int or None, not {min_count!r}")
     if stats is not None and not isinstance(stats, MutableMapping):
         raise TypeError(f"stats must be a dict or None, not {type(stats).__name__}")
     files = _files(sources, "sources")
@@ -341,7 +371,7 @@ def count_pretokens(
         tasks = tasks or _TASKS_PER_CPU * _cpus(ray)
         total = sum(f.size for f in files)
         parts = plan_parts(files, max(1, -(-total // tasks)))
-        counts = _count_on(ray, parts, tasks, specials, text_field, errors, progress, nodes)
+        counts = _count_on(ray, parts, tasks, specials, text_field, errors, progress, nodes, min_count)
     if stats is not None:
         stats.update(tasks=sum(nodes.values()), nodes=nodes)
     return counts
@@ -358,11 +388,13 @@ def train_bpe(
     tasks: int | None = None,
     progress: Any = False,
     stats: MutableMapping[str, Any] | None = None,
+    min_count: int | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Trains as :func:`bytepair.train_bpe` does, counting on a Ray cluster (:func:`count_pretokens`) and
     merging on the driver: the same vocabulary and merges. The counts are freed as training makes its
     words. ``stats`` is filled as :func:`bytepair.train_bpe` and :func:`count_pretokens` fill it;
     ``progress`` reports ``"count"`` (as :func:`count_pretokens`) then ``"merge"`` (merges done, total).
+    ``min_count`` (approximate, opt-in) is :func:`count_pretokens`'s.
 
     >>> import os, tempfile, bytepair, bytepair.ray
     >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
@@ -384,6 +416,7 @@ def train_bpe(
         tasks=tasks,
         progress=progress,
         stats=counted,
+        min_count=min_count,
     )
     skipped = counts.skipped
     context, report = _reporter(progress)
@@ -505,7 +538,9 @@ def _encode_on(
     progress: Any,
 ) -> None:
     """Writes the shards of ``jobs`` with a pool of actors, recording each in ``plan`` as it comes."""
-    writer = ray.remote(num_cpus=1, max_restarts=_RETRIES, max_task_retries=_RETRIES)(_ShardWriter)
+    writer = ray.remote(
+        num_cpus=1, max_restarts=_RETRIES, max_task_retries=_RETRIES, scheduling_strategy="SPREAD"
+    )(_ShardWriter)
     shared = [ray.put(tokenizer)]
     pool = [writer.remote() for _ in range(min(len(jobs), actors or _cpus(ray)))]
     queue = iter(jobs)

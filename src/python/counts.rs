@@ -174,6 +174,12 @@ impl PyPreTokenCounts {
         })
     }
 
+    /// Drops the pre-tokens counted fewer than `min_count` times.
+    fn _retain_at_least(&mut self, py: Python<'_>, min_count: u64) -> PyResult<()> {
+        let inner = &mut self.inner;
+        run_detached(py, || inner.retain_at_least(min_count).map_err(to_py_err))
+    }
+
     /// Counts one more thing skipped, whose error is `message`.
     fn _add_skipped(&mut self, message: String) {
         self.inner.add_skipped(message);

@@ -120,6 +120,11 @@ impl CorpusCounts {
         self.pretokens
     }
 
+    /// Drops the pre-tokens counted fewer than `min_count` times ([`PreTokenCounts::retain_at_least`]).
+    pub fn retain_at_least(&mut self, min_count: u64) -> Result<()> {
+        self.pretokens.retain_at_least(min_count)
+    }
+
     /// The documents counted: the records of JSON lines and Parquet files and of texts counted
     /// together ([`count_texts`]), and one for each `.txt` file (its special tokens split it further).
     pub fn documents(&self) -> u64 {

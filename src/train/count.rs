@@ -215,6 +215,27 @@ impl PreTokenCounts {
         });
     }
 
+    /// Drops the pre-tokens counted fewer than `min_count` times (the totals stay those of the text),
+    /// freeing the long pieces' map as the kept ones move to a new one. Training on what is left is
+    /// approximate: the pairs of the dropped pre-tokens are not counted.
+    pub fn retain_at_least(&mut self, min_count: u64) -> Result<()> {
+        for count in self.short.iter_mut() {
+            if *count < min_count {
+                *count = 0;
+            }
+        }
+        let mut kept = CountMap::default();
+        let mut failed = Ok(());
+        std::mem::take(&mut self.long).drain(|piece, count| {
+            if count >= min_count && failed.is_ok() {
+                failed = kept.add(piece, count);
+            }
+        });
+        failed.map_err(|e| e.named(COUNTS))?;
+        self.long = kept;
+        Ok(())
+    }
+
     /// Adds all of `other` to `self`.
     pub fn merge(mut self, other: PreTokenCounts) -> Result<PreTokenCounts> {
         for (a, b) in self.short.iter_mut().zip(&other.short) {
@@ -422,6 +443,22 @@ pub fn count_files<P: AsRef<Path> + Sync>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retaining_keeps_exactly_the_pieces_counted_often_enough() {
+        let specials = SpecialTokens::new(&[] as &[&str]).unwrap();
+        let mut counts = PreTokenCounts::new().unwrap();
+        count_text("a a a bb bb the the the the cat", &specials, &mut counts).unwrap();
+        let before = (counts.bytes(), counts.special_occurrences());
+        counts.retain_at_least(2).unwrap();
+        let mut left = Vec::new();
+        counts
+            .for_each_sorted(|p, n| left.push((p.to_vec(), n)))
+            .unwrap();
+        let expected = [(&b" a"[..], 2), (b" bb", 2), (b" the", 4)];
+        assert_eq!(left, expected.map(|(p, n)| (p.to_vec(), n)));
+        assert_eq!((counts.bytes(), counts.special_occurrences()), before);
+    }
     use crate::progress::Silent;
     use std::io::Write;
 
