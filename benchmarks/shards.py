@@ -23,7 +23,7 @@ token after each document:
   cores, so the subset would take about an hour.
 
 Each run is a fresh process (``encode.py``'s ``run_child``: peak RSS is the child's ``ru_maxrss``); runs go
-round by round, each tool once a round, and the best of ``--repeat`` is reported. The shard files are read
+round by round, each tool once a round, and the median of ``--repeat`` is reported. The shard files are read
 once beforehand so that every tool starts from the page cache; before each run the previous output is
 deleted and ``os.sync()`` called, so that no run pays for another's writeback.
 
@@ -44,6 +44,7 @@ import io
 import itertools
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -143,6 +144,12 @@ def gigatoken_stream(
     return docs, tokens, np.concatenate(parts)
 
 
+def since(start: float, cpu: resource.struct_rusage) -> tuple[float, float]:
+    """Wall and CPU seconds (this process's, all threads) since ``start`` and ``cpu``."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return time.perf_counter() - start, used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
+
+
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One timed run in its own process: the tool's work on the set's shards, then the (untimed) check."""
     tool, work = spec["tool"], Path(spec["work"])
@@ -156,10 +163,11 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
     os.sync()
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     if peer == "bytepair":
         summary = tok.encode_dataset(paths, out, format=tool.split("-")[1])
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = since(start, cpu)
         docs, tokens = summary.documents, summary.tokens
         prefix = prefix_of_files(sorted(out.glob("*.bin")))
     elif tool == "gigatoken":
@@ -170,15 +178,16 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             "parquet": gigatoken.ParquetFileSource([str(p) for p in paths if p.name.endswith(".parquet")]),
         }
         results = {kind: tok.encode_files(source) for kind, source in sources.items()}
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = since(start, cpu)
         docs, tokens, prefix = gigatoken_stream(paths, spec["shard_documents"], results, eot_id)
     else:
         docs, tokens = write_bin(tool, tok, eot_id, paths, out / "train.bin")
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = since(start, cpu)
         prefix = prefix_of_files([out / "train.bin"])
     shutil.rmtree(out, ignore_errors=True)
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,  # of every thread, which encode.interleaved compares
         "bytes": spec["bytes"],
         "documents": docs,
         "tokens": tokens,
@@ -229,7 +238,7 @@ def main() -> None:
     p.add_argument("--small", type=int, default=4, help="shards in the small set (its first N)")
     p.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     p.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
-    p.add_argument("--repeat", type=int, default=1, help="best of N fresh processes")
+    p.add_argument("--repeat", type=int, default=1, help="median of N fresh processes")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     p.add_argument("--work", type=Path, help="where outputs go (default: a temporary directory)")
     p.add_argument("--markdown", type=Path, help="also write the report to this file")
@@ -275,7 +284,7 @@ def main() -> None:
                 for tool in SETS[name]
                 if tool in installed
             }
-            best = encode.interleaved_best(specs, args.repeat, args.timeout)
+            best = encode.interleaved(specs, args.repeat, args.timeout, base="gigatoken")
             for tool in (t for t in SETS[name] if t in args.tools):
                 result = best.get(tool, {"error": "not installed"})
                 rows.append(
@@ -286,7 +295,7 @@ def main() -> None:
     report = [
         *table(rows),
         "",
-        f"- data: {args.data}; {versions}; GPT-2's vocabulary; best of {args.repeat}; "
+        f"- data: {args.data}; {versions}; GPT-2's vocabulary; median of {args.repeat}; "
         f"{os.cpu_count()} cores; load average (1, 5, 15 min) {loads(load_before)} before, "
         f"{loads(load_after)} after",
         f"- same ids: the same number of tokens and the same sha256 of the first {PREFIX_TOKENS:,} tokens as "
