@@ -229,9 +229,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["section"] == "files":
         (work / "ids.npy").unlink(missing_ok=True)
         os.sync()
-        start = time.perf_counter()
-        tokens = encode_whole_file(tool, tok, path, work)
-        return {"seconds": time.perf_counter() - start, "bytes": path.stat().st_size, "tokens": tokens}
+        tokens: list[int] = []
+        times = timed(lambda: tokens.append(encode_whole_file(tool, tok, path, work)))
+        return {**times, "bytes": path.stat().st_size, "tokens": tokens[0]}
     if spec.get("reference"):
         text = path.read_text(encoding="utf-8")
         return {**timed(lambda: tok.encode(text)), "bytes": len(text.encode("utf-8"))}
@@ -338,11 +338,11 @@ def interleaved(specs: dict[str, Result], repeat: int, timeout: float, base: str
         ratios = [r[tool]["mbps"] / r[base]["mbps"] for r in both]
         if ratios and base not in failed:
             middle |= {"ratio": median(ratios), "ratio_low": min(ratios), "ratios": ratios}
-        cpu = [
-            r[base]["cpu_seconds"] / r[base]["bytes"] * r[tool]["bytes"] / r[tool]["cpu_seconds"]
-            for r in both
-        ]
-        if cpu and all("cpu_seconds" in r[tool] for r in both):
+        if both and all("cpu_seconds" in r[tool] and "cpu_seconds" in r[base] for r in both):
+            cpu = [
+                r[base]["cpu_seconds"] / r[base]["bytes"] * r[tool]["bytes"] / r[tool]["cpu_seconds"]
+                for r in both
+            ]
             middle |= {"cpu_ratio": median(cpu), "cpu_ratio_low": min(cpu)}
         summary[tool] = middle
     return summary
