@@ -194,13 +194,9 @@ impl CorpusCounts {
         mine.special_occurrences()
             .checked_add(theirs.special_occurrences())
             .ok_or_else(overflow)?;
-        let mut failed = Ok(());
-        other.pretokens.for_each(|piece, n| {
-            if failed.is_ok() {
-                failed = self.pretokens.add(piece, n);
-            }
-        });
-        failed.map_err(|e| e.named("the counts of pre-tokens"))?;
+        self.pretokens
+            .add_counts(theirs)
+            .map_err(|e| e.named("the counts of pre-tokens"))?;
         self.pretokens
             .add_totals(theirs.bytes(), theirs.special_occurrences());
         self.documents = documents;

@@ -236,6 +236,15 @@ impl PreTokenCounts {
         Ok(())
     }
 
+    /// Adds the count of every pre-token of `other` to `self` (not the totals: see
+    /// [`Self::add_totals`]); fails, with some of them added, when the counts cannot grow.
+    pub fn add_counts(&mut self, other: &PreTokenCounts) -> std::result::Result<(), AllocError> {
+        for (a, b) in self.short.iter_mut().zip(&other.short) {
+            *a += b;
+        }
+        self.long.add_all(&other.long)
+    }
+
     /// Adds all of `other` to `self`.
     pub fn merge(mut self, other: PreTokenCounts) -> Result<PreTokenCounts> {
         for (a, b) in self.short.iter_mut().zip(&other.short) {

@@ -112,6 +112,23 @@ fn long_key(arena: &[u8], offset: usize) -> &[u8] {
     }
 }
 
+/// A step that visits each of `n` places once, stepping from 0 modulo `n`: about 0.618 `n` (far from
+/// 0 and from `n / 2`, so that neighbours in the visit order are far apart), and coprime with `n`.
+fn coprime_step(n: usize) -> usize {
+    fn gcd(a: usize, b: usize) -> usize {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let mut step = ((n as u64 * 0x9E37_79B9) >> 32) as usize;
+    while n > 1 && gcd(step, n) != 1 {
+        step += 1;
+    }
+    step.max(1) % n.max(1)
+}
+
 /// The slot where the probe for `hash31` starts in a table of `n` slots: the top bits of the product.
 #[inline(always)]
 fn home(hash31: u64, n: usize) -> usize {
@@ -126,6 +143,8 @@ impl Shard {
         let mut i = home(hash31(key.hash), n);
         let long = LONG | hash31(key.hash) << 32;
         loop {
+            #[cfg(test)]
+            tests::PROBES.with(|p| p.set(p.get() + 1));
             let s = self.slots[i].key;
             if s == 0 {
                 return i;
@@ -235,6 +254,61 @@ impl Shard {
         for s in self.slots.iter().filter(|s| s.key != 0) {
             f(self.key_of(s).bytes(), s.count);
         }
+    }
+
+    /// Adds every count of `other` to `self`; fails, with some of `other` added, when `self` cannot
+    /// grow.
+    ///
+    /// Not in `other`'s slot order: a slot's position grows with its key's hash in every table, so keys
+    /// taken in slot order land in `self` in slot order too, all in the part of `self` that the hashes
+    /// seen so far cover. When `other` holds more keys than `self` has room for there, that part fills
+    /// up into one run that every later key probes to its end, and merging takes time quadratic in
+    /// the keys (a table grows by its total load, which trails the load of that part). So the slots are
+    /// taken a block at a time, the blocks in a scrambled order, and a run is at most a block long.
+    fn add_all(&mut self, other: &Shard) -> Result<(), AllocError> {
+        if self.len == 0 {
+            return self.clone_from_shard(other);
+        }
+        const BLOCK: usize = 16;
+        let blocks = other.slots.len().div_ceil(BLOCK);
+        let step = coprime_step(blocks);
+        let mut block = 0;
+        for _ in 0..blocks {
+            let start = block * BLOCK;
+            for s in other.slots[start..(start + BLOCK).min(other.slots.len())]
+                .iter()
+                .filter(|s| s.key != 0)
+            {
+                let bytes = other.key_of(s);
+                let bytes = bytes.bytes();
+                let key = match s.key & LONG {
+                    0 => Key::of_word(s.key),
+                    _ => Key::new(bytes),
+                };
+                self.add(key, bytes, s.count)?;
+            }
+            block += step;
+            if block >= blocks {
+                block -= blocks;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the empty `self` a copy of `other`; fails, leaving `self` empty, when memory runs out.
+    fn clone_from_shard(&mut self, other: &Shard) -> Result<(), AllocError> {
+        let mut slots = Vec::new();
+        try_reserve(&mut slots, other.slots.len())?;
+        slots.extend_from_slice(&other.slots);
+        let mut arena = Vec::new();
+        try_reserve(&mut arena, other.arena.len())?;
+        arena.extend_from_slice(&other.arena);
+        *self = Shard {
+            slots,
+            arena,
+            len: other.len,
+        };
+        Ok(())
     }
 
     /// The indices of the full slots, in the byte order of their keys.
@@ -542,13 +616,16 @@ impl CountMap {
             if theirs.len > mine.len {
                 std::mem::swap(mine, &mut theirs);
             }
-            let mut failed = Ok(());
-            theirs.for_each(|key, count| {
-                if failed.is_ok() {
-                    failed = mine.add(Key::new(key), key, count);
-                }
-            });
-            failed?;
+            mine.add_all(&theirs)?;
+        }
+        Ok(())
+    }
+
+    /// Adds every count of `other` to `self`, shard by shard; fails, with some of `other` added, when
+    /// `self` cannot grow.
+    pub(super) fn add_all(&mut self, other: &CountMap) -> Result<(), AllocError> {
+        for (mine, theirs) in self.shards.iter_mut().zip(&other.shards) {
+            mine.add_all(theirs)?;
         }
         Ok(())
     }
@@ -557,7 +634,53 @@ impl CountMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
     use std::collections::HashMap;
+
+    thread_local! {
+        /// The slots `Shard::find` looked at on this thread.
+        pub(super) static PROBES: Cell<u64> = const { Cell::new(0) };
+    }
+
+    #[test]
+    fn adding_a_large_map_to_a_small_one_probes_a_few_slots_a_key() {
+        // 64 keys (about one a shard) take 160,000 more: each shard's table grows from its first
+        // slots while the keys come in, and must not fill up where the keys land first.
+        let (mut small, mut large) = (CountMap::default(), CountMap::default());
+        for i in 0..160_064u32 {
+            let key = format!("key {i}");
+            match i < 64 {
+                true => small.add(key.as_bytes(), 1).unwrap(),
+                false => large.add(key.as_bytes(), 2).unwrap(),
+            }
+        }
+        let mut merged = small.clone();
+        PROBES.with(|p| p.set(0));
+        merged.add_all(&large).unwrap();
+        let probes = PROBES.with(|p| p.get());
+        assert!(probes < 12 * 160_000, "{probes} probes for 160,000 keys");
+        assert_eq!(merged.len(), 160_064);
+        large.for_each(|k, n| assert_eq!(merged.get(k), Some(n)));
+        small.for_each(|k, n| assert_eq!(merged.get(k), Some(n)));
+        // And the same through `merge`, which gives the larger shard the smaller one's keys.
+        let mut merged = small.clone();
+        merged.merge(large.clone()).unwrap();
+        assert_eq!(merged.len(), 160_064);
+        large.for_each(|k, n| assert_eq!(merged.get(k), Some(n)));
+    }
+
+    #[test]
+    fn a_map_added_to_an_empty_one_is_copied() {
+        let mut map = CountMap::default();
+        for k in keys() {
+            map.add(&k, 3).unwrap();
+        }
+        let mut copy = CountMap::default();
+        copy.add_all(&map).unwrap();
+        copy.add_all(&map).unwrap();
+        assert_eq!(copy.len(), map.len());
+        map.for_each(|k, n| assert_eq!(copy.get(k), Some(2 * n)));
+    }
 
     fn keys() -> Vec<Vec<u8>> {
         (0..20_000u32)
