@@ -27,7 +27,7 @@ use crate::input::open_input;
 use crate::progress::{Phase, Progress};
 use crate::special::SpecialTokens;
 use crate::threads::run_on_threads;
-use crate::train::{count_text, PreTokenCounts};
+use crate::train::{count_record, count_text, PreTokenCounts};
 
 /// What to do with a bad record (bad JSON, no text field, a text that is not a string or not UTF-8)
 /// or a corrupt compressed stream.
@@ -365,7 +365,12 @@ impl Outcome {
         documents: u64,
     ) -> Result<CorpusCounts> {
         let mut merged: Option<Counted> = None;
-        for counted in threads.into_iter().flatten() {
+        for mut counted in threads.into_iter().flatten() {
+            // The records' counts are whole once the table in front of the map is emptied.
+            if let Err(e) = counted.counts.flush() {
+                self.fail(NOWHERE, e);
+                continue;
+            }
             merged = match merged {
                 None => Some(counted),
                 Some(a) => match a.counts.merge(counted.counts) {
@@ -590,7 +595,7 @@ impl<P: AsRef<Path> + Sync> FileCount<'_, P> {
                 while self.outcome.running(index) {
                     match records.next_record() {
                         Ok(Record::Text(text)) => {
-                            count_text(text, options.specials, &mut counted.counts)
+                            count_record(text, options.specials, &mut counted.counts)
                                 .map_err(|e| (NOWHERE, e))?;
                             counted.documents += 1;
                         }
@@ -713,7 +718,7 @@ pub fn count_texts<'t>(
                 }
             };
             match text(i) {
-                Ok(text) => match count_text(text, options.specials, &mut counts.counts) {
+                Ok(text) => match count_record(text, options.specials, &mut counts.counts) {
                     Ok(()) => counts.documents += 1,
                     Err(e) => outcome.fail(NOWHERE, e),
                 },

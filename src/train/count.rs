@@ -236,6 +236,14 @@ impl PreTokenCounts {
         Ok(())
     }
 
+    /// Moves the counts that [`count_record`] left in the table in front of the map into the map;
+    /// fails, with some moved, when the map cannot grow.
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        self.long
+            .flush_front(&mut self.front)
+            .map_err(|e| e.named(COUNTS))
+    }
+
     /// Adds the count of every pre-token of `other` to `self` (not the totals: see
     /// [`Self::add_totals`]); fails, with some of them added, when the counts cannot grow.
     pub fn add_counts(&mut self, other: &PreTokenCounts) -> std::result::Result<(), AllocError> {
@@ -261,10 +269,23 @@ impl PreTokenCounts {
 /// ([`PreTokenCounts::special_occurrences`]). Fails when the counts cannot grow (out of memory), with
 /// some of the text counted.
 pub fn count_text(text: &str, specials: &SpecialTokens, counts: &mut PreTokenCounts) -> Result<()> {
+    let counted = count_record(text, specials, counts);
+    let flushed = counts.flush();
+    counted.and(flushed)
+}
+
+/// Adds the pre-tokens of `text` to `counts` as [`count_text`] does, but leaves the counts of the hot
+/// ones in the table in front of the map, where the next text's occurrences of them are counted too:
+/// for the many short texts of records (JSON lines, Parquet rows), whose common words would otherwise
+/// go to the map once every record. Nothing but counting reads that table: [`PreTokenCounts::flush`]
+/// must follow the last text before the counts are used.
+pub(crate) fn count_record(
+    text: &str,
+    specials: &SpecialTokens,
+    counts: &mut PreTokenCounts,
+) -> Result<()> {
     counts.bytes += text.len() as u64;
-    let counted = count_pieces(text, specials, counts);
-    let flushed = counts.long.flush_front(&mut counts.front);
-    counted.and(flushed).map_err(|e| e.named(COUNTS))
+    count_pieces(text, specials, counts).map_err(|e| e.named(COUNTS))
 }
 
 /// [`count_text`] but for the counts [`Front`] still holds.

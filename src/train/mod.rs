@@ -18,6 +18,7 @@ mod memory;
 mod pairs;
 mod words;
 
+pub(crate) use count::count_record;
 pub use count::{count_file, count_files, count_text, PreTokenCounts};
 
 use std::path::Path;
