@@ -398,14 +398,16 @@ impl Prefetched<'_> {
 /// How many keys the [`Front`] table holds: 64 KB, which stays in the core's L2 cache.
 const FRONT_SLOTS: usize = 4096;
 
-/// The counts of the hot inline keys of one text, kept out of the map while the text is counted.
+/// The counts of the hot inline keys of one text (or of a thread's records), kept out of the map while
+/// it is counted.
 ///
 /// A pre-token of a large corpus costs a lookup in a table of millions of keys: a cache miss and, with
 /// 4 KB pages, a walk of the page tables. Most occurrences are of a few thousand pre-tokens (Zipf's
 /// law), so a small direct-mapped table in front of the map counts them in cache, and the map sees each
 /// of them once per text ([`CountMap::flush_front`]). A key seen once so far gives its slot up to the
 /// next key that lands there (its count goes to the map), so the table fills with keys that repeat.
-/// Empty between texts, so nothing but counting ever sees it.
+/// Empty between texts, so nothing but counting ever sees it; records are the exception (`count_record`
+/// in `count.rs`), flushed once their thread is done.
 #[derive(Clone, Debug)]
 pub(super) struct Front {
     slots: Vec<Slot>,
