@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,12 @@ SHARED = Path(os.environ.get("BYTEPAIR_SHARED", Path(__file__).resolve().parents
 # loads of that path from its cache: a test that rewrites a path it (or an earlier run, in a reused
 # temporary folder) loaded before would get the old ranks.
 os.environ["TIKTOKEN_CACHE_DIR"] = ""
+
+# The Ctrl-C tests send SIGINT to this process and to children. A shell starts a background job with
+# SIGINT ignored, and children inherit that: under such a job (a CI runner's, say) Ctrl-C would do
+# nothing and those tests would wait out their timeouts. Python's own handler, as at a terminal, is
+# what they test; children start with the default and install theirs.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REGENERATE = (
     "pip install -U regex && python scripts/gen_unicode_tables.py && cargo fmt, then rebuild bytepair "
