@@ -348,13 +348,18 @@ def test_arrow_arrays_are_read_in_place_with_their_offset_and_nulls() -> None:
         counts._count_arrow(
             validity, offsets, data, array.offset, len(array), True, "f.parquet", 10, [], False
         )
-    counts._count_arrow(validity, offsets, data, array.offset, len(array), True, "f.parquet", 10, [], True)
+    assert (len(counts), counts.documents) == (0, 0)
+    skipped = counts._count_arrow(
+        validity, offsets, data, array.offset, len(array), True, "f.parquet", 10, [], True
+    )
     assert counts.most_common() == [(b"three", 1), (b"two", 1)]
-    assert (counts.skipped, counts.documents) == (2, 2)
-    assert counts.skipped_errors == [
-        "f.parquet: row 10: the text is null",
-        "f.parquet: row 13: the text is null",
-    ]
+    # The messages of skipped rows are returned, for the caller to add in source order.
+    assert (counts.skipped, counts.documents) == (0, 2)
+    assert skipped == ["f.parquet: row 10: the text is null", "f.parquet: row 13: the text is null"]
+    # In strict mode, the rows before the first bad one are counted.
+    with pytest.raises(ValueError, match="^f.parquet: row 13: the text is null$"):
+        counts._count_arrow(validity, offsets, data, array.offset + 1, 3, True, "f.parquet", 11, [], False)
+    assert counts.most_common() == [(b"three", 2), (b"two", 2)]
     with pytest.raises(ValueError, match="a corrupt Arrow array"):
         counts._count_arrow(None, offsets, data[:3], 0, 6, True, "f.parquet", 0, [], True)
 

@@ -85,7 +85,7 @@ class PreTokenCounts:
         first_row: int,
         special_tokens: list[str],
         skip: bool,
-    ) -> None: ...
+    ) -> list[str]: ...
     def _train(
         self,
         vocab_size: int,

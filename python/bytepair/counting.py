@@ -442,7 +442,7 @@ def _count_parquet(
         try:
             parquet = pq.ParquetFile(f.path)
         except (pa.ArrowException, OSError) as e:
-            _damaged(e, f"{f.path}: not a Parquet file, or a corrupt one ({e})", skip, counts)
+            counts._add_skipped(_damaged(e, f"{f.path}: not a Parquet file, or a corrupt one ({e})", skip))
             continue
         _check_column(parquet.schema_arrow, f.path, text_field)
         meta = parquet.metadata
@@ -453,10 +453,19 @@ def _count_parquet(
             if row_groups is None or row_groups[0] <= i < row_groups[1]:
                 tasks.append(_RowGroup(f.path, i, first, f.size * group_rows // rows))
             first += group_rows
+    # Each thread counts its row groups into counts of its own, added to ``counts`` at the end: adding
+    # each row group's counts to a total instead would go through most of a row group's distinct
+    # pre-tokens once more, on one thread. What is kept in source order is what is reported: the
+    # messages of skipped rows and the first error, which come back with each row group.
     local = threading.local()
+    own_counts: list[PreTokenCounts] = []
 
-    def count(task: _RowGroup) -> PreTokenCounts:
-        part = PreTokenCounts()
+    def count(task: _RowGroup) -> list[str]:
+        thread_counts = getattr(local, "counts", None)
+        if thread_counts is None:
+            thread_counts = local.counts = PreTokenCounts()
+            own_counts.append(thread_counts)
+        skipped: list[str] = []
         row = task.first_row
         try:
             files_open = getattr(local, "files", None)
@@ -469,32 +478,32 @@ def _count_parquet(
                 column = _strings(batch.column(0), pa)
                 large = pa.types.is_large_string(column.type)
                 validity, offsets, data = column.buffers()
-                part._count_arrow(
+                skipped += thread_counts._count_arrow(
                     validity, offsets, data, column.offset, len(column), large, task.path, row, specials, skip
                 )
                 row += len(column)
         except (pa.ArrowException, OSError) as e:
             message = f"{task.path}: rows from {row} (row group {task.index}) cannot be read: {e}"
-            _damaged(e, message, skip, part)
-        return part
+            skipped.append(_damaged(e, message, skip))
+        return skipped
 
     threads = min(num_threads or _cores(), max(len(tasks), 1))
     total = sum(f.size for f in files)
     done = total - sum(t.size for t in tasks)  # files skipped whole
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        pending: list[concurrent.futures.Future[PreTokenCounts]] = []
+        pending: list[concurrent.futures.Future[list[str]]] = []
         queue = iter(tasks)
         sizes = iter(tasks)
         try:
-            # At most two row groups a thread are in flight, so that counts waiting to be merged in
-            # order stay few.
+            # At most two row groups a thread are in flight, so that the messages waiting to be
+            # reported in order stay few.
             for task in queue:
                 pending.append(pool.submit(count, task))
                 if len(pending) >= 2 * threads:
                     break
             while pending:
-                part = pending.pop(0).result()
-                counts.update(part)
+                for message in pending.pop(0).result():
+                    counts._add_skipped(message)
                 done += next(sizes).size
                 if report is not None:
                     report("count", done, total)
@@ -505,17 +514,19 @@ def _count_parquet(
             for future in pending:
                 future.cancel()
             raise
+    for thread_counts in own_counts:
+        counts.update(thread_counts)
 
 
-def _damaged(e: Exception, message: str, skip: bool, counts: PreTokenCounts) -> None:
-    """Parquet data pyarrow cannot read (``e``): skipped and counted in ``counts`` with ``message``, or a
-    ValueError with it. pyarrow reports damaged data as an OSError without an errno; one with an errno
-    is the system's, raised as it is whatever ``skip`` says."""
+def _damaged(e: Exception, message: str, skip: bool) -> str:
+    """Parquet data pyarrow cannot read (``e``): ``message``, to be counted as skipped, or a ValueError
+    with it. pyarrow reports damaged data as an OSError without an errno; one with an errno is the
+    system's, raised as it is whatever ``skip`` says."""
     if isinstance(e, OSError) and e.errno is not None:
         raise e
     if not skip:
         raise ValueError(message) from None
-    counts._add_skipped(message)
+    return message
 
 
 def _check_column(schema: Any, path: str, text_field: str) -> None:

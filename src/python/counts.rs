@@ -305,13 +305,15 @@ impl PyPreTokenCounts {
     }
 
     /// Counts an Arrow array of strings (`large`: 64-bit offsets) into these counts, each row a
-    /// document: its buffers (validity may be None), the array's offset and length, and for messages
-    /// the file it came from and the row of its first value.
+    /// document, on the calling thread: its buffers (validity may be None), the array's offset and
+    /// length, and for messages the file it came from and the row of its first value. Returns the
+    /// messages of the rows skipped, which the caller adds where they belong in source order
+    /// (`_add_skipped`); in strict mode the first bad row raises, the rows before it counted.
     #[pyo3(signature = (validity, offsets, data, offset, length, large, path, first_row, special_tokens, skip))]
     #[allow(clippy::too_many_arguments)]
-    fn _count_arrow(
+    fn _count_arrow<'py>(
         &mut self,
-        py: Python<'_>,
+        py: Python<'py>,
         validity: Option<&Bound<'_, PyAny>>,
         offsets: &Bound<'_, PyAny>,
         data: &Bound<'_, PyAny>,
@@ -322,27 +324,23 @@ impl PyPreTokenCounts {
         first_row: u64,
         special_tokens: Vec<String>,
         skip: bool,
-    ) -> PyResult<()> {
+    ) -> PyResult<Bound<'py, PyList>> {
         let buffers = ArrowBuffers::get(validity, offsets, data)?;
         let strings = buffers.strings(offset, length, large, &path)?;
         let specials = self.specials(special_tokens)?;
-        let options = SourceOptions {
-            specials: &specials,
-            text_field: "",
-            errors: errors_mode(skip),
-            chunk_size: DEFAULT_CHUNK_SIZE,
-            threads: 1,
-        };
-        let counted = run_detached(py, || {
+        let counts = &mut self.inner;
+        let skipped = run_detached(py, || {
             let text = |i: usize| {
                 strings.get(i).map_err(|why| Error::BadRecord {
                     at: RecordAt::Row(path.clone(), first_row + i as u64),
                     why,
                 })
             };
-            Ok(count_texts(length, text, &options))
+            counts
+                .count_records(length, text, &specials, errors_mode(skip))
+                .map_err(to_py_err)
         })?;
-        self.absorb(counted)
+        str_list(py, &skipped)
     }
 
     /// Trains a vocabulary of `vocab_size` on these counts, split at `special_tokens` (which must be

@@ -219,6 +219,44 @@ impl CorpusCounts {
         }
     }
 
+    /// Counts the records `text(0..n)`, each a document split at `specials`, into these counts on the
+    /// calling thread, and returns the messages of the bad records it skipped ([`Errors::Skip`]), in
+    /// order. They are not added here: a caller whose threads each count into counts of their own,
+    /// which saves adding every batch's counts to a total, adds the messages ([`Self::add_skipped`])
+    /// in source order. In strict mode the first bad record's error is returned, the records before
+    /// it counted.
+    pub fn count_records<'t>(
+        &mut self,
+        n: usize,
+        text: impl Fn(usize) -> Result<&'t str>,
+        specials: &SpecialTokens,
+        errors: Errors,
+    ) -> Result<Vec<String>> {
+        self.check_tokens(Some(specials.tokens()))?;
+        if self.special_tokens.is_none() {
+            self.special_tokens = Some(specials.tokens().to_vec());
+        }
+        let mut skipped = Vec::new();
+        let mut counted = Ok(());
+        for i in 0..n {
+            counted = match text(i) {
+                Ok(text) => {
+                    count_record(text, specials, &mut self.pretokens).map(|()| self.documents += 1)
+                }
+                Err(e) if errors == Errors::Skip => try_reserve(&mut skipped, 1)
+                    .map(|()| skipped.push(e.to_string()))
+                    .map_err(|e| e.named("the messages of skipped records")),
+                Err(e) => Err(e),
+            };
+            if counted.is_err() {
+                break;
+            }
+        }
+        // The counts are whole only once the table of hot pre-tokens in front of the map is emptied.
+        self.pretokens.flush()?;
+        counted.map(|()| skipped)
+    }
+
     /// The `n` most frequent pre-tokens with their counts, most frequent first, ties in byte order.
     pub fn most_common(&self, n: usize) -> Result<Vec<(Vec<u8>, u64)>> {
         let oom = |e: AllocError| e.named("the most common pre-tokens");
