@@ -16,7 +16,7 @@
 //!   ([`count_text_range`]), so that the parts of a large file can be counted apart and added up.
 //!
 //! Parquet is read by the Python layer (pyarrow), which hands the engine each batch of rows
-//! ([`count_texts`]); the engine only names the format.
+//! ([`CorpusCounts::count_records`]); the engine only names the format.
 
 mod count;
 mod counts_file;
