@@ -73,6 +73,7 @@ class PreTokenCounts:
         skip: bool,
         num_threads: int | None = None,
     ) -> None: ...
+    def _add_kept(self) -> None: ...
     def _count_arrow(
         self,
         validity: object | None,

@@ -401,6 +401,7 @@ def _count_iterable(
             batch, size, first = [], 0, i + 1
     if batch:
         counts._count_texts(batch, first, specials, skip, num_threads)
+    counts._add_kept()
 
 
 def _cores() -> int:

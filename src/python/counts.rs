@@ -21,8 +21,8 @@ use super::strings::utf8;
 use crate::error::try_reserve;
 use crate::{
     count_sources, count_text_range, count_texts, encoded_length, thread_count, train_counts,
-    train_counts_owned, Compression, CorpusCounts, Error, Errors, Format, RecordAt, SourceKind,
-    SourceOptions, SpecialTokens, DEFAULT_CHUNK_SIZE,
+    train_counts_owned, Compression, CorpusCounts, Error, Errors, Format, PreTokenCounts, RecordAt,
+    SourceKind, SourceOptions, SpecialTokens, DEFAULT_CHUNK_SIZE,
 };
 
 /// Pre-token counts with their totals, mergeable and saved compactly.
@@ -31,6 +31,8 @@ pub(super) struct PyPreTokenCounts {
     inner: CorpusCounts,
     /// The special tokens last counted with, as given, and their matcher, kept for the next batch.
     specials: Option<(Vec<String>, SpecialTokens)>,
+    /// The pre-tokens `_count_texts` counted, a set a thread, not yet added (`_add_kept`).
+    kept: Vec<PreTokenCounts>,
 }
 
 impl PyPreTokenCounts {
@@ -89,6 +91,7 @@ impl PyPreTokenCounts {
         Ok(PyPreTokenCounts {
             inner: CorpusCounts::new().map_err(to_py_err)?,
             specials: None,
+            kept: Vec::new(),
         })
     }
 
@@ -255,8 +258,9 @@ impl PyPreTokenCounts {
         self.absorb(Ok(counted))
     }
 
-    /// Counts the list `texts` of str, each a document, into these counts; `first` is the index of
-    /// the first in the caller's sequence, for messages.
+    /// Counts the list `texts` of str, each a document: the documents and skipped items into these
+    /// counts, the pre-tokens into counts kept for the next batch, added to these by `_add_kept`
+    /// (`count_texts`); `first` is the index of the first in the caller's sequence, for messages.
     #[pyo3(signature = (texts, first, special_tokens, skip, num_threads=None))]
     fn _count_texts(
         &mut self,
@@ -291,6 +295,7 @@ impl PyPreTokenCounts {
             chunk_size: DEFAULT_CHUNK_SIZE,
             threads: thread_count(num_threads),
         };
+        let kept = &mut self.kept;
         let counted = run_detached(py, || {
             let text = |i: usize| match &utf8s[i] {
                 Ok(text) => Ok(&**text),
@@ -299,9 +304,16 @@ impl PyPreTokenCounts {
                     why: why.clone(),
                 }),
             };
-            Ok(count_texts(utf8s.len(), text, &options))
+            Ok(count_texts(utf8s.len(), text, &options, kept))
         })?;
         self.absorb(counted)
+    }
+
+    /// Adds the pre-tokens `_count_texts` counted to these counts.
+    fn _add_kept(&mut self, py: Python<'_>) -> PyResult<()> {
+        let kept = std::mem::take(&mut self.kept);
+        let counts = &mut self.inner;
+        run_detached(py, || counts.add_kept(kept).map_err(to_py_err))
     }
 
     /// Counts an Arrow array of strings (`large`: 64-bit offsets) into these counts, each row a

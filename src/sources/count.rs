@@ -219,6 +219,17 @@ impl CorpusCounts {
         }
     }
 
+    /// Adds the pre-tokens that [`count_texts`] counted into `kept` to these counts, which must
+    /// have been made with the same special tokens (they are those the counts `count_texts` returned
+    /// were made with, and these counts were added to).
+    pub fn add_kept(&mut self, kept: Vec<PreTokenCounts>) -> Result<()> {
+        let specials = self.special_tokens.clone().unwrap_or_default();
+        for pretokens in kept {
+            self.update(&CorpusCounts::from_parts(pretokens, 0, 0, specials.clone()))?;
+        }
+        Ok(())
+    }
+
     /// Counts the records `text(0..n)`, each a document split at `specials`, into these counts on the
     /// calling thread, and returns the messages of the bad records it skipped ([`Errors::Skip`]), in
     /// order. They are not added here: a caller whose threads each count into counts of their own,
@@ -733,26 +744,43 @@ pub fn count_sources<P: AsRef<Path> + Sync>(
 /// text, or the error of a bad record (which names where it is). The messages and errors of bad
 /// records are in the order of `i`, whatever the threads do.
 ///
+/// The pre-tokens are counted into `kept`, not into the counts returned, which hold the documents and
+/// the records skipped: each thread takes a set of counts from `kept` (a new one when none is left)
+/// and puts it back when done. A caller that counts a stream of batches keeps the same `kept` for
+/// all and adds it up once at the end ([`CorpusCounts::add_kept`]), since adding each batch's counts
+/// to a total would go through most of the batch's distinct pre-tokens a second time.
+///
 /// Fails on the first bad record in strict mode ([`Errors::Strict`]), and when memory runs out.
 pub fn count_texts<'t>(
     n: usize,
     text: impl Fn(usize) -> Result<&'t str> + Sync,
     options: &SourceOptions<'_>,
+    kept: &mut Vec<PreTokenCounts>,
 ) -> Result<CorpusCounts> {
     let outcome = Outcome::new(options.errors);
     let next = AtomicUsize::new(0);
+    let pool = Mutex::new(std::mem::take(kept));
+    let take = || pool.lock().unwrap_or_else(PoisonError::into_inner).pop();
     let threads = run_on_threads(options.threads.clamp(1, n.max(1)), || {
-        let mut counted = None;
+        let mut counted: Option<Counted> = None;
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             if i >= n || !outcome.running(i) {
-                return counted;
+                break;
+            }
+            if counted.is_none() {
+                if let Some(counts) = take() {
+                    counted = Some(Counted {
+                        counts,
+                        documents: 0,
+                    });
+                }
             }
             let counts = match counts_of(&mut counted) {
                 Ok(counts) => counts,
                 Err(e) => {
                     outcome.fail(NOWHERE, e);
-                    return counted;
+                    break;
                 }
             };
             match text(i) {
@@ -767,8 +795,20 @@ pub fn count_texts<'t>(
                 }
             }
         }
+        // The records' counts are whole once the table in front of the map is emptied.
+        let mut counted = counted?;
+        if let Err(e) = counted.counts.flush() {
+            outcome.fail(NOWHERE, e);
+        }
+        let documents = counted.documents;
+        pool.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(counted.counts);
+        Some(documents)
     });
-    outcome.finish(threads, options.specials, 0)
+    *kept = pool.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let documents = threads.into_iter().flatten().sum();
+    outcome.finish(Vec::new(), options.specials, documents)
 }
 
 #[cfg(test)]
@@ -998,19 +1038,56 @@ mod tests {
         };
         let good: Vec<&str> = texts.iter().flatten().copied().collect();
         for threads in [1, 2, 8] {
-            let got = count_texts(100, text, &options(&specials, Errors::Skip, threads)).unwrap();
+            let got = count_all(100, text, &options(&specials, Errors::Skip, threads)).unwrap();
             assert_eq!(got.pretokens, joined(&good, &specials));
             assert_eq!((got.documents(), got.skipped()), (good.len() as u64, 14));
             assert_eq!(got.skipped_errors()[..2], ["item 3: null", "item 10: null"]);
-            let e =
-                count_texts(100, text, &options(&specials, Errors::Strict, threads)).unwrap_err();
+            let e = count_all(100, text, &options(&specials, Errors::Strict, threads)).unwrap_err();
             assert_eq!(e.to_string(), "item 3: null");
+        }
+    }
+
+    /// [`count_texts`] with its pre-tokens added to the counts it returns.
+    fn count_all<'t>(
+        n: usize,
+        text: impl Fn(usize) -> Result<&'t str> + Sync,
+        options: &SourceOptions<'_>,
+    ) -> Result<CorpusCounts> {
+        let mut kept = Vec::new();
+        let mut counts = count_texts(n, text, options, &mut kept)?;
+        counts.add_kept(kept)?;
+        Ok(counts)
+    }
+
+    #[test]
+    fn batches_counted_into_the_same_kept_counts_add_up_to_the_whole() {
+        let specials = SpecialTokens::new(&["<|eot|>"]).unwrap();
+        let texts: Vec<&str> = (0..60).map(|i| DOCS[i % DOCS.len()]).collect();
+        let whole =
+            count_all(60, |i| Ok(texts[i]), &options(&specials, Errors::Strict, 1)).unwrap();
+        for threads in [1, 2, 3] {
+            let options = options(&specials, Errors::Strict, threads);
+            let (mut total, mut kept) = (CorpusCounts::new().unwrap(), Vec::new());
+            for batch in texts.chunks(7) {
+                let counted = count_texts(batch.len(), |i| Ok(batch[i]), &options, &mut kept);
+                let counted = counted.unwrap();
+                // The pre-tokens are in `kept`, one set of counts a thread at most, until added.
+                assert_eq!(
+                    (counted.pretokens.len(), counted.documents()),
+                    (0, batch.len() as u64)
+                );
+                assert!(!kept.is_empty() && kept.len() <= threads);
+                total.update(&counted).unwrap();
+            }
+            total.add_kept(kept).unwrap();
+            assert_eq!(total, whole);
+            assert_eq!(total.pretokens.bytes(), whole.pretokens.bytes());
         }
     }
 
     fn counts_of_text(text: &str, specials: &[&str]) -> CorpusCounts {
         let specials = SpecialTokens::new(specials).unwrap();
-        count_texts(1, |_| Ok(text), &options(&specials, Errors::Strict, 1)).unwrap()
+        count_all(1, |_| Ok(text), &options(&specials, Errors::Strict, 1)).unwrap()
     }
 
     #[test]

@@ -310,7 +310,10 @@ mod tests {
             "!" => Err(Error::InvalidCounts("bad".to_string())),
             text => Ok(text),
         };
-        count_texts(texts.len(), text, &options).unwrap()
+        let mut kept = Vec::new();
+        let mut counts = count_texts(texts.len(), text, &options, &mut kept).unwrap();
+        counts.add_kept(kept).unwrap();
+        counts
     }
 
     const TEXTS: [&str; 5] = [
