@@ -31,7 +31,7 @@ pub trait Progress: Sync {
     }
 
     /// Whether the work was asked to stop (then the next report fails): for waits that have nothing
-    /// to report, such as a FIFO waiting for its writer ([`crate::input::open_input`]).
+    /// to report, such as a FIFO waiting for its writer (`open_input`).
     fn cancelled(&self) -> bool {
         false
     }

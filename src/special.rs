@@ -46,7 +46,7 @@ pub enum Segment<'t> {
 
 impl SpecialTokens {
     /// Builds the matcher. Duplicates are dropped; an empty token is an error, since it would match
-    /// everywhere, and so is a token of more than [`MAX_SPECIAL_TOKEN_LEN`] bytes.
+    /// everywhere, and so is a token of more than `MAX_SPECIAL_TOKEN_LEN` bytes.
     pub fn new<S: AsRef<str>>(tokens: &[S]) -> Result<SpecialTokens> {
         let mut unique: Vec<String> = Vec::with_capacity(tokens.len());
         for t in tokens {

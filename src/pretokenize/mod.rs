@@ -42,7 +42,7 @@ use window::{window_boundaries, WINDOW};
 /// An iterator over the GPT-2 pre-tokens of a text, in order. Concatenated, they give the text back.
 ///
 /// Where 64 bytes of ASCII (or two-byte Latin letters) lie ahead it reads the pieces off their boundary
-/// mask ([`window_boundaries`]), and elsewhere (other text that is not ASCII, pieces longer than a
+/// mask (`window_boundaries`), and elsewhere (other text that is not ASCII, pieces longer than a
 /// window, the last 63 bytes) it scans one piece at a time.
 #[derive(Clone, Debug)]
 pub struct PreTokens<'t> {

@@ -245,7 +245,7 @@ impl PreTokenCounts {
     }
 
     /// Adds the count of every pre-token of `other` to `self` (not the totals: see
-    /// [`Self::add_totals`]); fails, with some of them added, when the counts cannot grow.
+    /// `add_totals`); fails, with some of them added, when the counts cannot grow.
     pub fn add_counts(&mut self, other: &PreTokenCounts) -> std::result::Result<(), AllocError> {
         for (a, b) in self.short.iter_mut().zip(&other.short) {
             *a += b;
