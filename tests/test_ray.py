@@ -56,8 +56,10 @@ DOCS = [
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
-    """A local Ray cluster for the module's tests, stopped at the end even when a test failed."""
+    """A local Ray cluster for the module's tests, stopped at the end even when a test failed: a new one
+    even when another runs on this machine (``address="local"``), which ``ray.init()`` would join."""
     context = ray.init(
+        address="local",
         num_cpus=2,
         include_dashboard=False,
         object_store_memory=256 << 20,
