@@ -1,6 +1,7 @@
 """Token shards for training (issue 15): bytepair ``encode_dataset`` against its peers, in one run.
 
     python benchmarks/shards.py --data DIR [--subset 50] [--small 4] [--repeat 1] [--markdown FILE]
+                                [--baseline DIR]
 
 ``DIR`` is a dataset built by ``benchmarks/scale.py build`` (its ``shards/`` and ``manifest.json``). Three
 sets of it: *all* its shards, the *subset* of its first ``--subset`` shards in name order (half jsonl.zst,
@@ -23,7 +24,10 @@ token after each document:
   cores, so the subset would take about an hour.
 
 Each run is a fresh process (``encode.py``'s ``run_child``: peak RSS is the child's ``ru_maxrss``); runs go
-round by round, each tool once a round, and the median of ``--repeat`` is reported. The shard files are read
+round by round, each tool once a round, and the median of ``--repeat`` is reported. ``--baseline DIR``
+adds ``bytepair-bin-baseline`` to every set: ``bytepair-bin`` with the package in ``DIR`` imported instead (a
+copy of an earlier build's ``python/bytepair`` folder, its extension included), so that a change is
+measured against the code before it in the same rounds. The shard files are read
 once beforehand so that every tool starts from the page cache; before each run the previous output is
 deleted and ``os.sync()`` called, so that no run pays for another's writeback.
 
@@ -60,11 +64,13 @@ import encode  # noqa: E402  (the sibling script: the same tokenizers and the sa
 
 EOT = encode.EOT
 TOOLS = ("bytepair-bin", "bytepair-megatron", "gigatoken", "tiktoken", "tokenizers")
+# bytepair-bin from the package that --baseline names: an earlier build, timed in the same rounds.
+BASELINE = "bytepair-bin-baseline"
 # Which tools run on which set: bytepair and gigatoken on each, as the references of the others.
 SETS = {
-    "all": ("bytepair-bin", "bytepair-megatron", "gigatoken"),
-    "subset": ("bytepair-bin", "gigatoken", "tiktoken"),
-    "small": ("bytepair-bin", "gigatoken", "tokenizers"),
+    "all": ("bytepair-bin", BASELINE, "bytepair-megatron", "gigatoken"),
+    "subset": ("bytepair-bin", BASELINE, "gigatoken", "tiktoken"),
+    "small": ("bytepair-bin", BASELINE, "gigatoken", "tokenizers"),
 }
 BATCH_DOCS = 1000  # datasets.map's default batch
 PREFIX_TOKENS = 1 << 24
@@ -153,6 +159,8 @@ def since(start: float, cpu: resource.struct_rusage) -> tuple[float, float]:
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One timed run in its own process: the tool's work on the set's shards, then the (untimed) check."""
     tool, work = spec["tool"], Path(spec["work"])
+    if "baseline" in spec:
+        sys.path.insert(0, spec["baseline"])  # before encode.load imports bytepair
     paths = [Path(p) for p in spec["paths"]]
     peer = "bytepair" if tool.startswith("bytepair") else tool
     tok = encode.load(peer, Path(spec["shared"]), work)
@@ -196,21 +204,23 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
-    """Markdown rows; speed and RSS are compared with gigatoken's on the same set, the ids with the first
+    """Markdown rows; speed and RSS are compared with gigatoken's on the same set (speed as the median of
+    the rounds' ratios, the lowest in brackets, from wall time and from CPU time), the ids with the first
     bytepair row's."""
     lines = [
-        "| set | tool | seconds | MB/s | peak RSS MB | speed vs gigatoken | RSS vs gigatoken | tokens | "
-        "same ids as bytepair |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "| set | tool | seconds | CPU s | MB/s | peak RSS MB | speed vs gigatoken | CPU speed vs gigatoken | "
+        "RSS vs gigatoken | tokens | same ids as bytepair |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['set']} | {r['tool']} | {r['error']} | | | | | | |")
+            lines.append(f"| {r['set']} | {r['tool']} | {r['error']} | | | | | | | | |")
             continue
         same = [o for o in rows if o["set"] == r["set"]]
         giga = next((o for o in same if o["tool"] == "gigatoken" and "mbps" in o), None)
         ref = next((o for o in same if o["tool"].startswith("bytepair") and "mbps" in o), None)
-        speed = f"{r['mbps'] / giga['mbps']:.2f}x" if giga else "–"
+        speed = f"{r['ratio']:.2f}x ({r['ratio_low']:.2f}x)" if "ratio" in r else "–"
+        cpu = f"{r['cpu_ratio']:.2f}x ({r['cpu_ratio_low']:.2f}x)" if "cpu_ratio" in r else "–"
         rss = f"{r['rss_mb'] / giga['rss_mb']:.3f}x" if giga else "–"
         if ref is None or ref is r:
             match = "(reference)" if ref is r else "–"
@@ -219,8 +229,8 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
                 "yes" if (r["tokens"], r["prefix_sha256"]) == (ref["tokens"], ref["prefix_sha256"]) else "NO"
             )
         lines.append(
-            f"| {r['set']} | {r['tool']} | {r['seconds']:.1f} | {r['mbps']:.1f} | {r['rss_mb']:.0f} | "
-            f"{speed} | {rss} | {r['tokens']:,} | {match} |"
+            f"| {r['set']} | {r['tool']} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['mbps']:.1f} | "
+            f"{r['rss_mb']:.0f} | {speed} | {cpu} | {rss} | {r['tokens']:,} | {match} |"
         )
     return lines
 
@@ -242,6 +252,11 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     p.add_argument("--work", type=Path, help="where outputs go (default: a temporary directory)")
     p.add_argument("--markdown", type=Path, help="also write the report to this file")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        help=f"a copy of an earlier build's python/bytepair folder, its .so included: adds {BASELINE}",
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -255,6 +270,9 @@ def main() -> None:
     shards = {Path(s["file"]).name: s for s in manifest["shards"]}
     packages = {t: t.split("-")[0] for t in args.tools}
     installed = [t for t in args.tools if importlib.util.find_spec(packages[t])]
+    if args.baseline and "bytepair-bin" in installed:
+        args.tools.append(BASELINE)
+        installed.append(BASELINE)
     versions = ", ".join(
         f"{n} {importlib.metadata.version(n)}" for n in sorted({packages[t] for t in installed})
     )
@@ -281,6 +299,7 @@ def main() -> None:
                     "shard_documents": [shards[p.name]["documents"] for p in paths],
                     "script": __file__,
                 }
+                | ({"baseline": str(args.baseline.resolve())} if tool == BASELINE else {})
                 for tool in SETS[name]
                 if tool in installed
             }
