@@ -270,12 +270,12 @@ def main() -> None:
     shards = {Path(s["file"]).name: s for s in manifest["shards"]}
     packages = {t: t.split("-")[0] for t in args.tools}
     installed = [t for t in args.tools if importlib.util.find_spec(packages[t])]
-    if args.baseline and "bytepair-bin" in installed:
-        args.tools.append(BASELINE)
-        installed.append(BASELINE)
     versions = ", ".join(
         f"{n} {importlib.metadata.version(n)}" for n in sorted({packages[t] for t in installed})
     )
+    if args.baseline and "bytepair-bin" in installed:
+        args.tools.append(BASELINE)
+        installed.append(BASELINE)
     load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bytepair-shards-", dir=args.work) as tmp:
