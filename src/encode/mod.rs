@@ -37,7 +37,7 @@ use crate::huge_pages;
 use crate::pretokenize::pretokenize;
 use crate::special::{Segment, SpecialTokens};
 use crate::threads::{run_on_threads, thread_count};
-use cache::{CacheCap, PieceKey, Scratch, ScratchPool};
+use cache::{CacheCap, Scratch, ScratchPool};
 use merge::LONG_PIECE;
 use table::{MergeTable, NO_MERGE};
 
@@ -370,12 +370,9 @@ impl Encoder {
                 None if len >= LONG_PIECE => {
                     self.merge_segments(piece, out, scratch)?;
                 }
-                None => {
-                    let key = PieceKey {
-                        bytes: piece,
-                        inline: None,
-                    };
-                    if !scratch.merged.get(key, out) {
+                None => match scratch.cache.get(piece) {
+                    Some(ids) => scratch.push_cached(ids, out),
+                    None => {
                         let before = out.len();
                         // Not cached when cut into segments of under 4 bytes on average: rebuilt
                         // from its segments it costs little, while its key costs an allocation, and
@@ -383,10 +380,10 @@ impl Encoder {
                         // bytes or more are never cached: they rarely repeat, and caching them would
                         // let memory grow with the text.
                         if self.merge_segments(piece, out, scratch)? * 4 <= len {
-                            scratch.merged.insert(key, &out[before..]);
+                            Self::keep(piece, None, before, out, scratch);
                         }
                     }
-                }
+                },
             }
             return Ok(());
         }
@@ -405,19 +402,46 @@ impl Encoder {
         let before = out.len();
         match self.table.get_inline(&key) {
             Some(id) => out.push(id),
-            None => {
-                let cached = PieceKey {
-                    bytes: piece,
-                    inline: Some(&key),
-                };
-                if !scratch.merged.get(cached, out) {
+            None => match scratch.cache.get_inline(&key) {
+                Some(ids) => scratch.push_cached(ids, out),
+                None => {
                     self.merge_segments(piece, out, scratch)?;
-                    scratch.merged.insert(cached, &out[before..]);
+                    Self::keep(piece, Some(&key), before, out, scratch);
                 }
-            }
+            },
         }
         scratch.recent.insert(&key, &out[before..]);
         Ok(())
+    }
+
+    /// Keeps the ids `out[before..]` of `piece` (whose key is `key` when it is at most [`INLINE`]
+    /// bytes) in the cache of merged pieces: in the cache's id array, and where they are in the cache.
+    /// A cache that cannot grow (out of memory) keeps nothing: it only saves time.
+    fn keep(
+        piece: &[u8],
+        key: Option<&InlineKey>,
+        before: usize,
+        out: &[u32],
+        scratch: &mut Scratch,
+    ) {
+        // Started over before the ids would pass the cap, so that the array never doubles past it.
+        let (adding, cap) = (out.len() - before, scratch.cap);
+        if scratch.cache.len() >= cap.pieces || scratch.cached_ids.len() + adding > cap.ids {
+            scratch.cache.clear();
+            scratch.cached_ids.clear();
+        }
+        let start = scratch.cached_ids.len();
+        if try_reserve(&mut scratch.cached_ids, adding).is_err() {
+            return;
+        }
+        let entry = match key {
+            Some(key) => scratch.cache.entry_inline(key),
+            None => scratch.cache.entry(piece),
+        };
+        if let Ok(entry) = entry {
+            *entry = (start as u32, adding as u32);
+            scratch.cached_ids.extend_from_slice(&out[before..]);
+        }
     }
 
     /// Appends the ids of a piece that is not one token one segment at a time, cut between every two
