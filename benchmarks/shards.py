@@ -2,6 +2,7 @@
 
     python benchmarks/shards.py --data DIR [--subset 50] [--small 4] [--repeat 1] [--markdown FILE]
                                 [--baseline DIR]
+    python benchmarks/shards.py --data DIR --against-file [--subset 50] [--repeat 3]
 
 ``DIR`` is a dataset built by ``benchmarks/scale.py build`` (its ``shards/`` and ``manifest.json``). Three
 sets of it: *all* its shards, the *subset* of its first ``--subset`` shards in name order (half jsonl.zst,
@@ -27,9 +28,14 @@ Each run is a fresh process (``encode.py``'s ``run_child``: peak RSS is the chil
 round by round, each tool once a round, and the median of ``--repeat`` is reported. ``--baseline DIR``
 adds ``bytepair-bin-baseline`` to every set: ``bytepair-bin`` with the package in ``DIR`` imported instead (a
 copy of an earlier build's ``python/bytepair`` folder, its extension included), so that a change is
-measured against the code before it in the same rounds. The shard files are read
-once beforehand so that every tool starts from the page cache; before each run the previous output is
-deleted and ``os.sync()`` called, so that no run pays for another's writeback.
+measured against the code before it in the same rounds. The shard files are read once beforehand so that
+every tool starts from the page cache; before each run the previous output is deleted and ``os.sync()``
+called, so that no run pays for another's writeback.
+
+``--against-file`` (issue 15's first speed goal: ``encode_dataset`` at least as fast as ``encode_file`` on
+the same text) runs, instead of the sets, ``encode_dataset`` on the subset's jsonl.zst shards, on its parquet
+shards, and on all its documents as one txt, each against ``encode_file`` of the same documents joined into a
+txt (written to the work folder first), round by round; ratios are to ``encode_file``.
 
 Checks, after the timed call and outside it: every tool's token count, and the sha256 of the first
 ``PREFIX_TOKENS`` tokens of its output stream (as uint16, documents in shard order, which spans a jsonl.zst
@@ -72,6 +78,9 @@ SETS = {
     "subset": ("bytepair-bin", BASELINE, "gigatoken", "tiktoken"),
     "small": ("bytepair-bin", BASELINE, "gigatoken", "tokenizers"),
 }
+# --against-file: encode_dataset on shards of one format against encode_file on the same documents as txt.
+FILE = "bytepair-file"
+KINDS = ("jsonl.zst", "parquet", "txt")
 BATCH_DOCS = 1000  # datasets.map's default batch
 PREFIX_TOKENS = 1 << 24
 
@@ -95,6 +104,17 @@ def documents(path: Path) -> Iterator[list[str]]:
         lines = io.TextIOWrapper(z, encoding="utf-8")
         while batch := [json.loads(line)["text"] for line in itertools.islice(lines, BATCH_DOCS)]:
             yield batch
+
+
+def write_joined(paths: list[Path], txt: Path) -> None:
+    """The documents of ``paths``, in order, joined by the end-of-text token into ``txt`` (as ``scale.py``
+    writes ``joined.txt``)."""
+    with open(txt, "w", encoding="utf-8") as f:
+        docs = (doc for path in paths for batch in documents(path) for doc in batch)
+        f.write(next(docs, ""))
+        for doc in docs:
+            f.write(EOT)
+            f.write(doc)
 
 
 def write_bin(tool: str, tok: Any, eot_id: int, paths: list[Path], out: Path) -> tuple[int, int]:
@@ -173,11 +193,18 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     os.sync()
     cpu = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
-    if peer == "bytepair":
+    if tool == FILE:
+        tokens = tok.encode_file(paths[0], out / "ids.npy")
+        seconds, cpu_seconds = since(start, cpu)
+        docs = sum(spec["shard_documents"])
+        prefix = np.load(out / "ids.npy", mmap_mode="r")[:PREFIX_TOKENS]
+    elif peer == "bytepair":
         summary = tok.encode_dataset(paths, out, format=tool.split("-")[1])
         seconds, cpu_seconds = since(start, cpu)
         docs, tokens = summary.documents, summary.tokens
         prefix = prefix_of_files(sorted(out.glob("*.bin")))
+        if spec.get("versus_file") and len(prefix) == tokens:
+            prefix = prefix[:-1]  # the end-of-text token after the last document, which the txt lacks
     elif tool == "gigatoken":
         import gigatoken
 
@@ -235,6 +262,67 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def file_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Markdown rows of ``--against-file``: speed compared with encode_file's on the same documents (the
+    median of the rounds' ratios, the lowest in brackets), the ids with encode_file's (the same first
+    tokens; encode_dataset has one token more, the end-of-text token after the last document)."""
+    lines = [
+        "| documents | call | seconds | CPU s | MB/s | peak RSS MB | speed vs encode_file | "
+        "CPU speed vs encode_file | tokens | same ids as encode_file |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        call = "encode_file(txt)" if r["tool"] == FILE else f"encode_dataset({r['input']})"
+        if "error" in r:
+            lines.append(f"| {r['set']} | {call} | {r['error']} | | | | | | | |")
+            continue
+        ref = next(o for o in rows if o["set"] == r["set"] and o["tool"] == FILE)
+        match = (
+            "(reference)"
+            if ref is r
+            else "yes"
+            if r.get("prefix_sha256") == ref.get("prefix_sha256")
+            else "NO"
+        )
+        lines.append(
+            f"| {r['set']} | {call} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['mbps']:.1f} | "
+            f"{r['rss_mb']:.0f} | {r['ratio']:.2f}x ({r['ratio_low']:.2f}x) | "
+            f"{r['cpu_ratio']:.2f}x ({r['cpu_ratio_low']:.2f}x) | {r['tokens']:,} | {match} |"
+        )
+    return lines
+
+
+def against_file(args: argparse.Namespace, shards: dict[str, Any], tmp: Path) -> list[dict[str, Any]]:
+    """``--against-file``: for the subset's jsonl.zst shards, its parquet shards, and all its documents as
+    one txt, ``encode_dataset`` against ``encode_file`` of the same documents joined into a txt, round by
+    round."""
+    subset = shard_paths(args.data, args.subset)
+    rows = []
+    for kind in KINDS:
+        paths = [p for p in subset if kind == "txt" or p.name.endswith(kind)]
+        txt = tmp / f"{kind}.txt"
+        write_joined(paths, txt)
+        size = sum(shards[p.name]["text_bytes"] for p in paths)
+        common = {
+            "versus_file": True,
+            "work": str(tmp),
+            "shared": str(args.shared),
+            "bytes": size,
+            "shard_documents": [shards[p.name]["documents"] for p in paths],
+            "script": __file__,
+        }
+        inputs = {FILE: [txt], "bytepair-bin": [txt] if kind == "txt" else paths}
+        specs = {tool: {**common, "tool": tool, "paths": [str(p) for p in inputs[tool]]} for tool in inputs}
+        best = encode.interleaved(specs, args.repeat, args.timeout, base=FILE)
+        label = f"{kind} (of {len(paths)} shards, {size / 1e9:.2f} GB)"
+        for tool in inputs:
+            input_kind = "the txt" if kind == "txt" or tool == FILE else f"{len(paths)} {kind} shards"
+            rows.append({"set": label, "tool": tool, "input": input_kind, **best[tool]})
+            print(f"{kind} {tool}: {rows[-1]}", file=sys.stderr, flush=True)
+        txt.unlink()
+    return rows
+
+
 def loads(averages: tuple[float, float, float]) -> str:
     return ", ".join(f"{x:.1f}" for x in averages)
 
@@ -256,6 +344,11 @@ def main() -> None:
         "--baseline",
         type=Path,
         help=f"a copy of an earlier build's python/bytepair folder, its .so included: adds {BASELINE}",
+    )
+    p.add_argument(
+        "--against-file",
+        action="store_true",
+        help="instead of the sets: encode_dataset against encode_file on the subset's documents, by format",
     )
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -280,6 +373,9 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bytepair-shards-", dir=args.work) as tmp:
         encode.write_rank_file(args.shared, Path(tmp) / "gpt2.tiktoken")
+        if args.against_file:
+            args.sets = []
+            rows = against_file(args, shards, Path(tmp))
         first = {"all": None, "subset": args.subset, "small": args.small}
         sets = {name: shard_paths(args.data, first[name]) for name in args.sets}
         for paths in sets.values():
@@ -312,13 +408,17 @@ def main() -> None:
                 print(f"{name} {tool}: {rows[-1]}", file=sys.stderr, flush=True)
     load_after = os.getloadavg()
     report = [
-        *table(rows),
+        *(file_table(rows) if args.against_file else table(rows)),
         "",
         f"- data: {args.data}; {versions}; GPT-2's vocabulary; median of {args.repeat}; "
         f"{os.cpu_count()} cores; load average (1, 5, 15 min) {loads(load_before)} before, "
         f"{loads(load_after)} after",
-        f"- same ids: the same number of tokens and the same sha256 of the first {PREFIX_TOKENS:,} tokens as "
-        "the first bytepair row of the set (gigatoken's with an end-of-text token after each document).",
+        f"- same ids: the same sha256 of the first {PREFIX_TOKENS:,} tokens (all but encode_dataset's last, "
+        "when fewer) as encode_file's on the same documents."
+        if args.against_file
+        else f"- same ids: the same number of tokens and the same sha256 of the first {PREFIX_TOKENS:,} "
+        "tokens as the first bytepair row of the set (gigatoken's with an end-of-text token after each "
+        "document).",
     ]
     print("\n".join(report))
     if args.markdown:
