@@ -1,6 +1,8 @@
 """Token shards for training (issue 15): bytepair ``encode_dataset`` against its peers, in one run.
 
     python benchmarks/shards.py --data DIR [--subset 50] [--small 4] [--repeat 1] [--markdown FILE]
+                                [--baseline DIR]
+    python benchmarks/shards.py --data DIR --against-file [--subset 50] [--repeat 3]
 
 ``DIR`` is a dataset built by ``benchmarks/scale.py build`` (its ``shards/`` and ``manifest.json``). Three
 sets of it: *all* its shards, the *subset* of its first ``--subset`` shards in name order (half jsonl.zst,
@@ -23,9 +25,17 @@ token after each document:
   cores, so the subset would take about an hour.
 
 Each run is a fresh process (``encode.py``'s ``run_child``: peak RSS is the child's ``ru_maxrss``); runs go
-round by round, each tool once a round, and the median of ``--repeat`` is reported. The shard files are read
-once beforehand so that every tool starts from the page cache; before each run the previous output is
-deleted and ``os.sync()`` called, so that no run pays for another's writeback.
+round by round, each tool once a round, and the median of ``--repeat`` is reported. ``--baseline DIR``
+adds ``bytepair-bin-baseline`` to every set: ``bytepair-bin`` with the package in ``DIR`` imported instead (a
+copy of an earlier build's ``python/bytepair`` folder, its extension included), so that a change is
+measured against the code before it in the same rounds. The shard files are read once beforehand so that
+every tool starts from the page cache; before each run the previous output is deleted and ``os.sync()``
+called, so that no run pays for another's writeback.
+
+``--against-file`` (issue 15's first speed goal: ``encode_dataset`` at least as fast as ``encode_file`` on
+the same text) runs, instead of the sets, ``encode_dataset`` on the subset's jsonl.zst shards, on its parquet
+shards, and on all its documents as one txt, each against ``encode_file`` of the same documents joined into a
+txt (written to the work folder first), round by round; ratios are to ``encode_file``.
 
 Checks, after the timed call and outside it: every tool's token count, and the sha256 of the first
 ``PREFIX_TOKENS`` tokens of its output stream (as uint16, documents in shard order, which spans a jsonl.zst
@@ -60,12 +70,17 @@ import encode  # noqa: E402  (the sibling script: the same tokenizers and the sa
 
 EOT = encode.EOT
 TOOLS = ("bytepair-bin", "bytepair-megatron", "gigatoken", "tiktoken", "tokenizers")
+# bytepair-bin from the package that --baseline names: an earlier build, timed in the same rounds.
+BASELINE = "bytepair-bin-baseline"
 # Which tools run on which set: bytepair and gigatoken on each, as the references of the others.
 SETS = {
-    "all": ("bytepair-bin", "bytepair-megatron", "gigatoken"),
-    "subset": ("bytepair-bin", "gigatoken", "tiktoken"),
-    "small": ("bytepair-bin", "gigatoken", "tokenizers"),
+    "all": ("bytepair-bin", BASELINE, "bytepair-megatron", "gigatoken"),
+    "subset": ("bytepair-bin", BASELINE, "gigatoken", "tiktoken"),
+    "small": ("bytepair-bin", BASELINE, "gigatoken", "tokenizers"),
 }
+# --against-file: encode_dataset on shards of one format against encode_file on the same documents as txt.
+FILE = "bytepair-file"
+KINDS = ("jsonl.zst", "parquet", "txt")
 BATCH_DOCS = 1000  # datasets.map's default batch
 PREFIX_TOKENS = 1 << 24
 
@@ -89,6 +104,17 @@ def documents(path: Path) -> Iterator[list[str]]:
         lines = io.TextIOWrapper(z, encoding="utf-8")
         while batch := [json.loads(line)["text"] for line in itertools.islice(lines, BATCH_DOCS)]:
             yield batch
+
+
+def write_joined(paths: list[Path], txt: Path) -> None:
+    """The documents of ``paths``, in order, joined by the end-of-text token into ``txt`` (as ``scale.py``
+    writes ``joined.txt``)."""
+    with open(txt, "w", encoding="utf-8") as f:
+        docs = (doc for path in paths for batch in documents(path) for doc in batch)
+        f.write(next(docs, ""))
+        for doc in docs:
+            f.write(EOT)
+            f.write(doc)
 
 
 def write_bin(tool: str, tok: Any, eot_id: int, paths: list[Path], out: Path) -> tuple[int, int]:
@@ -153,6 +179,8 @@ def since(start: float, cpu: resource.struct_rusage) -> tuple[float, float]:
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One timed run in its own process: the tool's work on the set's shards, then the (untimed) check."""
     tool, work = spec["tool"], Path(spec["work"])
+    if "baseline" in spec:
+        sys.path.insert(0, spec["baseline"])  # before encode.load imports bytepair
     paths = [Path(p) for p in spec["paths"]]
     peer = "bytepair" if tool.startswith("bytepair") else tool
     tok = encode.load(peer, Path(spec["shared"]), work)
@@ -165,11 +193,18 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     os.sync()
     cpu = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
-    if peer == "bytepair":
+    if tool == FILE:
+        tokens = tok.encode_file(paths[0], out / "ids.npy")
+        seconds, cpu_seconds = since(start, cpu)
+        docs = sum(spec["shard_documents"])
+        prefix = np.load(out / "ids.npy", mmap_mode="r")[:PREFIX_TOKENS]
+    elif peer == "bytepair":
         summary = tok.encode_dataset(paths, out, format=tool.split("-")[1])
         seconds, cpu_seconds = since(start, cpu)
         docs, tokens = summary.documents, summary.tokens
         prefix = prefix_of_files(sorted(out.glob("*.bin")))
+        if spec.get("versus_file") and len(prefix) == tokens:
+            prefix = prefix[:-1]  # the end-of-text token after the last document, which the txt lacks
     elif tool == "gigatoken":
         import gigatoken
 
@@ -196,21 +231,23 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
-    """Markdown rows; speed and RSS are compared with gigatoken's on the same set, the ids with the first
+    """Markdown rows; speed and RSS are compared with gigatoken's on the same set (speed as the median of
+    the rounds' ratios, the lowest in brackets, from wall time and from CPU time), the ids with the first
     bytepair row's."""
     lines = [
-        "| set | tool | seconds | MB/s | peak RSS MB | speed vs gigatoken | RSS vs gigatoken | tokens | "
-        "same ids as bytepair |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "| set | tool | seconds | CPU s | MB/s | peak RSS MB | speed vs gigatoken | CPU speed vs gigatoken | "
+        "RSS vs gigatoken | tokens | same ids as bytepair |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['set']} | {r['tool']} | {r['error']} | | | | | | |")
+            lines.append(f"| {r['set']} | {r['tool']} | {r['error']} | | | | | | | | |")
             continue
         same = [o for o in rows if o["set"] == r["set"]]
         giga = next((o for o in same if o["tool"] == "gigatoken" and "mbps" in o), None)
         ref = next((o for o in same if o["tool"].startswith("bytepair") and "mbps" in o), None)
-        speed = f"{r['mbps'] / giga['mbps']:.2f}x" if giga else "–"
+        speed = f"{r['ratio']:.2f}x ({r['ratio_low']:.2f}x)" if "ratio" in r else "–"
+        cpu = f"{r['cpu_ratio']:.2f}x ({r['cpu_ratio_low']:.2f}x)" if "cpu_ratio" in r else "–"
         rss = f"{r['rss_mb'] / giga['rss_mb']:.3f}x" if giga else "–"
         if ref is None or ref is r:
             match = "(reference)" if ref is r else "–"
@@ -219,10 +256,71 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
                 "yes" if (r["tokens"], r["prefix_sha256"]) == (ref["tokens"], ref["prefix_sha256"]) else "NO"
             )
         lines.append(
-            f"| {r['set']} | {r['tool']} | {r['seconds']:.1f} | {r['mbps']:.1f} | {r['rss_mb']:.0f} | "
-            f"{speed} | {rss} | {r['tokens']:,} | {match} |"
+            f"| {r['set']} | {r['tool']} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['mbps']:.1f} | "
+            f"{r['rss_mb']:.0f} | {speed} | {cpu} | {rss} | {r['tokens']:,} | {match} |"
         )
     return lines
+
+
+def file_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Markdown rows of ``--against-file``: speed compared with encode_file's on the same documents (the
+    median of the rounds' ratios, the lowest in brackets), the ids with encode_file's (the same first
+    tokens; encode_dataset has one token more, the end-of-text token after the last document)."""
+    lines = [
+        "| documents | call | seconds | CPU s | MB/s | peak RSS MB | speed vs encode_file | "
+        "CPU speed vs encode_file | tokens | same ids as encode_file |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        call = "encode_file(txt)" if r["tool"] == FILE else f"encode_dataset({r['input']})"
+        if "error" in r:
+            lines.append(f"| {r['set']} | {call} | {r['error']} | | | | | | | |")
+            continue
+        ref = next(o for o in rows if o["set"] == r["set"] and o["tool"] == FILE)
+        match = (
+            "(reference)"
+            if ref is r
+            else "yes"
+            if r.get("prefix_sha256") == ref.get("prefix_sha256")
+            else "NO"
+        )
+        lines.append(
+            f"| {r['set']} | {call} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['mbps']:.1f} | "
+            f"{r['rss_mb']:.0f} | {r['ratio']:.2f}x ({r['ratio_low']:.2f}x) | "
+            f"{r['cpu_ratio']:.2f}x ({r['cpu_ratio_low']:.2f}x) | {r['tokens']:,} | {match} |"
+        )
+    return lines
+
+
+def against_file(args: argparse.Namespace, shards: dict[str, Any], tmp: Path) -> list[dict[str, Any]]:
+    """``--against-file``: for the subset's jsonl.zst shards, its parquet shards, and all its documents as
+    one txt, ``encode_dataset`` against ``encode_file`` of the same documents joined into a txt, round by
+    round."""
+    subset = shard_paths(args.data, args.subset)
+    rows = []
+    for kind in KINDS:
+        paths = [p for p in subset if kind == "txt" or p.name.endswith(kind)]
+        txt = tmp / f"{kind}.txt"
+        write_joined(paths, txt)
+        size = sum(shards[p.name]["text_bytes"] for p in paths)
+        common = {
+            "versus_file": True,
+            "work": str(tmp),
+            "shared": str(args.shared),
+            "bytes": size,
+            "shard_documents": [shards[p.name]["documents"] for p in paths],
+            "script": __file__,
+        }
+        inputs = {FILE: [txt], "bytepair-bin": [txt] if kind == "txt" else paths}
+        specs = {tool: {**common, "tool": tool, "paths": [str(p) for p in inputs[tool]]} for tool in inputs}
+        best = encode.interleaved(specs, args.repeat, args.timeout, base=FILE)
+        label = f"{kind} (of {len(paths)} shards, {size / 1e9:.2f} GB)"
+        for tool in inputs:
+            input_kind = "the txt" if kind == "txt" or tool == FILE else f"{len(paths)} {kind} shards"
+            rows.append({"set": label, "tool": tool, "input": input_kind, **best[tool]})
+            print(f"{kind} {tool}: {rows[-1]}", file=sys.stderr, flush=True)
+        txt.unlink()
+    return rows
 
 
 def loads(averages: tuple[float, float, float]) -> str:
@@ -242,6 +340,16 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     p.add_argument("--work", type=Path, help="where outputs go (default: a temporary directory)")
     p.add_argument("--markdown", type=Path, help="also write the report to this file")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        help=f"a copy of an earlier build's python/bytepair folder, its .so included: adds {BASELINE}",
+    )
+    p.add_argument(
+        "--against-file",
+        action="store_true",
+        help="instead of the sets: encode_dataset against encode_file on the subset's documents, by format",
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -258,10 +366,16 @@ def main() -> None:
     versions = ", ".join(
         f"{n} {importlib.metadata.version(n)}" for n in sorted({packages[t] for t in installed})
     )
+    if args.baseline and "bytepair-bin" in installed:
+        args.tools.append(BASELINE)
+        installed.append(BASELINE)
     load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bytepair-shards-", dir=args.work) as tmp:
         encode.write_rank_file(args.shared, Path(tmp) / "gpt2.tiktoken")
+        if args.against_file:
+            args.sets = []
+            rows = against_file(args, shards, Path(tmp))
         first = {"all": None, "subset": args.subset, "small": args.small}
         sets = {name: shard_paths(args.data, first[name]) for name in args.sets}
         for paths in sets.values():
@@ -281,6 +395,7 @@ def main() -> None:
                     "shard_documents": [shards[p.name]["documents"] for p in paths],
                     "script": __file__,
                 }
+                | ({"baseline": str(args.baseline.resolve())} if tool == BASELINE else {})
                 for tool in SETS[name]
                 if tool in installed
             }
@@ -293,13 +408,17 @@ def main() -> None:
                 print(f"{name} {tool}: {rows[-1]}", file=sys.stderr, flush=True)
     load_after = os.getloadavg()
     report = [
-        *table(rows),
+        *(file_table(rows) if args.against_file else table(rows)),
         "",
         f"- data: {args.data}; {versions}; GPT-2's vocabulary; median of {args.repeat}; "
         f"{os.cpu_count()} cores; load average (1, 5, 15 min) {loads(load_before)} before, "
         f"{loads(load_after)} after",
-        f"- same ids: the same number of tokens and the same sha256 of the first {PREFIX_TOKENS:,} tokens as "
-        "the first bytepair row of the set (gigatoken's with an end-of-text token after each document).",
+        f"- same ids: the same sha256 of the first {PREFIX_TOKENS:,} tokens (all but encode_dataset's last, "
+        "when fewer) as encode_file's on the same documents."
+        if args.against_file
+        else f"- same ids: the same number of tokens and the same sha256 of the first {PREFIX_TOKENS:,} "
+        "tokens as the first bytepair row of the set (gigatoken's with an end-of-text token after each "
+        "document).",
     ]
     print("\n".join(report))
     if args.markdown:
