@@ -454,19 +454,27 @@ def _count_parquet(
             if row_groups is None or row_groups[0] <= i < row_groups[1]:
                 tasks.append(_RowGroup(f.path, i, first, f.size * group_rows // rows))
             first += group_rows
-    # Each thread counts its row groups into counts of its own, added to ``counts`` at the end: adding
-    # each row group's counts to a total instead would go through most of a row group's distinct
-    # pre-tokens once more, on one thread. What is kept in source order is what is reported: the
-    # messages of skipped rows and the first error, which come back with each row group.
+    # Each thread counts all its row groups into one set of counts: the first thread into ``counts``
+    # itself, the others into counts of their own, added to ``counts`` at the end. Adding each row
+    # group's counts to a total instead would go through most of a row group's distinct pre-tokens once
+    # more, on one thread; and a set of counts a thread besides ``counts`` would hold one more map of
+    # the corpus's pre-tokens. What is kept in source order is what is reported: the messages of skipped
+    # rows and the first error, which come back with each row group. ``counts`` is not touched by this
+    # thread until the others are done; the skipped rows are gathered in ``skipped`` meanwhile.
     local = threading.local()
-    own_counts: list[PreTokenCounts] = []
+    unclaimed, own_counts = [counts], []
+    lock = threading.Lock()
+    skipped = PreTokenCounts()
 
     def count(task: _RowGroup) -> list[str]:
         thread_counts = getattr(local, "counts", None)
         if thread_counts is None:
-            thread_counts = local.counts = PreTokenCounts()
-            own_counts.append(thread_counts)
-        skipped: list[str] = []
+            with lock:
+                thread_counts = unclaimed.pop() if unclaimed else PreTokenCounts()
+                if thread_counts is not counts:
+                    own_counts.append(thread_counts)
+            local.counts = thread_counts
+        messages: list[str] = []
         row = task.first_row
         try:
             files_open = getattr(local, "files", None)
@@ -479,14 +487,14 @@ def _count_parquet(
                 column = _strings(batch.column(0), pa)
                 large = pa.types.is_large_string(column.type)
                 validity, offsets, data = column.buffers()
-                skipped += thread_counts._count_arrow(
+                messages += thread_counts._count_arrow(
                     validity, offsets, data, column.offset, len(column), large, task.path, row, specials, skip
                 )
                 row += len(column)
         except (pa.ArrowException, OSError) as e:
             message = f"{task.path}: rows from {row} (row group {task.index}) cannot be read: {e}"
-            skipped.append(_damaged(e, message, skip))
-        return skipped
+            messages.append(_damaged(e, message, skip))
+        return messages
 
     threads = min(num_threads or _cores(), max(len(tasks), 1))
     total = sum(f.size for f in files)
@@ -504,7 +512,7 @@ def _count_parquet(
                     break
             while pending:
                 for message in pending.pop(0).result():
-                    counts._add_skipped(message)
+                    skipped._add_skipped(message)
                 done += next(sizes).size
                 if report is not None:
                     report("count", done, total)
@@ -515,7 +523,7 @@ def _count_parquet(
             for future in pending:
                 future.cancel()
             raise
-    for thread_counts in own_counts:
+    for thread_counts in [*own_counts, skipped]:
         counts.update(thread_counts)
 
 

@@ -51,7 +51,7 @@ impl PyPreTokenCounts {
     /// Adds `counted` (made with `self.specials`) to these counts.
     fn absorb(&mut self, counted: crate::Result<CorpusCounts>) -> PyResult<()> {
         let counted = counted.map_err(to_py_err)?;
-        self.inner.update(&counted).map_err(to_py_err)
+        self.inner.update_owned(counted).map_err(to_py_err)
     }
 }
 

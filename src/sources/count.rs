@@ -210,6 +210,27 @@ impl CorpusCounts {
         Ok(())
     }
 
+    /// Adds `other` to these counts as [`Self::update`] does, but takes its tables when these counts
+    /// hold nothing yet, rather than copying them: a count of files made anew, then added to the
+    /// counts of a call, would otherwise be held twice at the end of counting.
+    pub fn update_owned(&mut self, other: CorpusCounts) -> Result<()> {
+        let empty = self.pretokens.is_empty()
+            && self.pretokens.bytes() == 0
+            && self.pretokens.special_occurrences() == 0
+            && (self.documents, self.skipped) == (0, 0);
+        if !empty {
+            return self.update(&other);
+        }
+        self.check_tokens(other.special_tokens())?;
+        // The special tokens as first given, when they were.
+        let special_tokens = self.special_tokens.take().or(other.special_tokens);
+        *self = CorpusCounts {
+            special_tokens,
+            ..other
+        };
+        Ok(())
+    }
+
     /// Counts one more thing skipped, whose error is `message` (the Python layer's Parquet row
     /// groups that cannot be read).
     pub fn add_skipped(&mut self, message: String) {
@@ -1088,6 +1109,32 @@ mod tests {
     fn counts_of_text(text: &str, specials: &[&str]) -> CorpusCounts {
         let specials = SpecialTokens::new(specials).unwrap();
         count_all(1, |_| Ok(text), &options(&specials, Errors::Strict, 1)).unwrap()
+    }
+
+    #[test]
+    fn owned_updates_take_the_tables_of_counts_added_to_empty_ones_and_add_up_as_updates_do() {
+        let (a, b) = (
+            counts_of_text("a b a a", &["<s>", "<t>"]),
+            counts_of_text("b c a<s>", &["<t>", "<s>"]),
+        );
+        let mut sum = CorpusCounts::new().unwrap();
+        sum.update_owned(a.clone()).unwrap();
+        assert_eq!(sum, a);
+        sum.update_owned(b.clone()).unwrap();
+        let mut expected = a.clone();
+        expected.update(&b).unwrap();
+        assert_eq!(sum, expected);
+        // Empty counts that were given special tokens keep them as given, and refuse others.
+        let given_tokens = |specials: &[&str]| {
+            let specials = SpecialTokens::new(specials).unwrap();
+            count_all(0, |_| Ok(""), &options(&specials, Errors::Strict, 1)).unwrap()
+        };
+        let mut given = given_tokens(&["<t>", "<s>"]);
+        assert_eq!((given.documents(), given.pretokens.len()), (0, 0));
+        given.update_owned(a.clone()).unwrap();
+        assert_eq!(given, a);
+        assert_eq!(given.special_tokens().unwrap(), ["<t>", "<s>"]);
+        assert!(given_tokens(&["<u>"]).update_owned(a).is_err());
     }
 
     #[test]
