@@ -3,11 +3,14 @@
 ``pip install 'bytepair[ray]'``. ``import bytepair`` never imports Ray; this module imports it when one
 of its functions runs.
 
-- :func:`count_pretokens`: one Ray task per part of the work (:func:`bytepair.counting.plan_parts`: a
-  file, a run of Parquet row groups, a byte range of a large text file cut at a safe place), or about
-  ``tasks`` tasks; their counts are added in a binary tree of Ray tasks, each of which holds
-  two partial counts, whose last merge is the driver's (the two halves come back, not a total
-  serialized once more). It equals
+- :func:`count_pretokens`: about ``tasks`` Ray tasks, each counting a run of parts of the work
+  (:func:`bytepair.counting.plan_parts`: a file, a run of Parquet row groups, a byte range of a large
+  text file cut at a safe place). Up to 8 tasks' counts are added by the driver itself, each as soon as
+  it and those before it are in, while the other tasks still count; more are added in a binary tree of
+  Ray tasks, each of which holds two partial counts, whose last merge is the driver's (the two halves
+  come back, not a total serialized once more). Either way no process holds more than two partial
+  counts at once. Counts travel pickled, in their transfer form (:class:`bytepair.PreTokenCounts`:
+  written in a walk of the map, read at the cost of adding them, checksummed). It equals
   :func:`bytepair.count_pretokens` on the same sources.
 - :func:`train_bpe`: counts on the cluster, then trains on the driver, freeing the counts as training
   makes its words: the vocabulary and merges of :func:`bytepair.train_bpe`.
@@ -245,8 +248,8 @@ def _count_on(
     nodes: dict[str, int],
     min_count: int | None,
 ) -> PreTokenCounts:
-    """The counts of ``parts``, in about ``tasks`` tasks on the cluster, added in a tree; ``nodes`` gets
-    the tasks run on each node."""
+    """The counts of ``parts``, in about ``tasks`` tasks on the cluster, added by the driver or in a tree
+    (see the module's docstring); ``nodes`` gets the tasks run on each node."""
     groups = _groups(parts, tasks)
     # Spread over the nodes: Ray would first fill the driver's node.
     count = ray.remote(num_cpus=1, num_returns=2, max_retries=_RETRIES, scheduling_strategy="SPREAD")(
