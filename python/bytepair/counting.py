@@ -175,7 +175,7 @@ class PreTokenCounts(_core.PreTokenCounts):
 def _from_transfer(cls: type[PreTokenCounts], data: bytes) -> PreTokenCounts:
     """Counts unpickled: ``cls`` with the counts of the transfer form ``data``."""
     counts = cls()
-    counts._load_transfer(data, "pickled counts")
+    counts._add_transfer(data, "pickled counts")
     return counts
 
 

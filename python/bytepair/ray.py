@@ -9,8 +9,9 @@ of its functions runs.
   it and those before it are in, while the other tasks still count; more are added in a binary tree of
   Ray tasks, each of which holds two partial counts, whose last merge is the driver's (the two halves
   come back, not a total serialized once more). Either way no process holds more than two partial
-  counts at once. Counts travel pickled, in their transfer form (:class:`bytepair.PreTokenCounts`:
-  written in a walk of the map, read at the cost of adding them, checksummed). It equals
+  counts at once. Counts travel in their transfer form (the form :class:`bytepair.PreTokenCounts`
+  pickles to: written in a walk of the map, checksummed), which each process adds to its own counts
+  without making a map of them first. It equals
   :func:`bytepair.count_pretokens` on the same sources.
 - :func:`train_bpe`: counts on the cluster, then trains on the driver, freeing the counts as training
   makes its words: the vocabulary and merges of :func:`bytepair.train_bpe`.
@@ -71,11 +72,10 @@ __all__ = ["count_pretokens", "encode_dataset", "train_bpe"]
 
 # Ray retries a task, and restarts an actor, this many times when its worker process or node dies.
 _RETRIES = 3
-# Counting tasks per CPU of the cluster when ``tasks`` is not given. Each task's counts are serialized,
-# sent, merged and serialized again up the tree, at about 3 us a distinct pre-token each time, and the
-# fewer and larger the parts, the fewer distinct pre-tokens in all (Heaps' law): on 2 CPUs, 6 files
-# took 15 s in 2 tasks, 29 s in 6, against 9.5 s in one process. Two per CPU still keeps every CPU
-# busy while one task ends late, and bounds what a retried task redoes.
+# Counting tasks per CPU of the cluster when ``tasks`` is not given. Every task's counts are moved and
+# added up, and the fewer and larger the parts, the fewer distinct pre-tokens in all (Heaps' law), so
+# tasks are few; two per CPU rather than one keeps every CPU busy while one task ends late, lets the
+# driver add the first tasks' counts while the last ones count, and bounds what a retried task redoes.
 _TASKS_PER_CPU = 2
 # Up to this many counting tasks, the driver adds up their counts itself, each as soon as it and those
 # of the parts before it are in, while the other tasks still count: a merge there is one load of the
@@ -209,24 +209,37 @@ def _node() -> str:
     return str(ray.get_runtime_context().get_node_id())
 
 
+# Counts move between the tasks and the driver in their transfer form (bytes): each process adds what
+# it receives to its own counts without making a map of it first.
+_TASK_COUNTS = "the counts of a Ray task"
+
+
 def _count_task(
     parts: list[CountPart], specials: list[str], text_field: str, errors: str
-) -> tuple[PreTokenCounts, tuple[int, int, str]]:
-    """A Ray task: the counts of ``parts``, and (bytes, documents, node) for the driver."""
+) -> tuple[bytes, tuple[int, int, str]]:
+    """A Ray task: the counts of ``parts`` (transfer form), and (bytes, documents, node) for the driver."""
     counts = count_parts(parts, specials, text_field=text_field, errors=errors, num_threads=1)
-    return counts, (sum(p.size for p in parts), counts.documents, _node())
+    return counts._to_transfer(), (sum(p.size for p in parts), counts.documents, _node())
 
 
-def _merge_task(a: PreTokenCounts, b: PreTokenCounts) -> PreTokenCounts:
-    """A Ray task: two partial counts added."""
-    a += b
-    return a
-
-
-def _prune_task(counts: PreTokenCounts, min_count: int) -> PreTokenCounts:
-    """A Ray task: the total counts pruned (:meth:`PreTokenCounts.prune`) before the driver gets them."""
-    counts.prune(min_count)
+def _sum(*transfers: bytes) -> PreTokenCounts:
+    """The counts of the transfer forms ``transfers`` added up."""
+    counts = PreTokenCounts()
+    for data in transfers:
+        counts._add_transfer(data, _TASK_COUNTS)
     return counts
+
+
+def _merge_task(a: bytes, b: bytes) -> bytes:
+    """A Ray task: two partial counts added."""
+    return _sum(a, b)._to_transfer()
+
+
+def _prune_task(data: bytes, min_count: int) -> bytes:
+    """A Ray task: the total counts pruned (:meth:`PreTokenCounts.prune`) before the driver gets them."""
+    counts = _sum(data)
+    counts.prune(min_count)
+    return counts._to_transfer()
 
 
 def _reporter(progress: Any) -> tuple[Any, Any]:
@@ -268,7 +281,7 @@ def _count_on(
     # results: Ray frees each partial count once the merge that takes it is done. It adds in the order
     # of the parts, so that partial counts meet in the same order every run (and the messages of skipped
     # records come in source order).
-    counts: PreTokenCounts | None = None
+    counts = PreTokenCounts()
     finished: set[int] = set()
     added = 0
     total = sum(p.size for p in parts)
@@ -285,18 +298,17 @@ def _count_on(
                 if report is not None:
                     report("count", done, total, documents=documents, tasks=(len(finished), len(groups)))
                 while not tree and added in finished:
-                    counts = _added(counts, ray.get(level[added]))
+                    counts._add_transfer(ray.get(level[added]), _TASK_COUNTS)
                     level[added] = None
                     added += 1
             for ref in level[added:]:
-                counts = _added(counts, ray.get(ref))
+                counts._add_transfer(ray.get(ref), _TASK_COUNTS)
         except BaseException as e:
             for ref in [*pending, *level]:
                 if ref is not None:
                     with contextlib.suppress(Exception):
                         ray.cancel(ref, force=True)
             raise _failure(ray, e) from None
-    assert counts is not None, "there is a part to count"
     return counts
 
 
@@ -314,14 +326,6 @@ def _tree(ray: Any, leaves: list[Any], min_count: int | None) -> list[Any]:
     if min_count is not None:
         level = [ray.remote(num_cpus=1, max_retries=_RETRIES)(_prune_task).remote(level[0], min_count)]
     return level
-
-
-def _added(counts: PreTokenCounts | None, more: PreTokenCounts) -> PreTokenCounts:
-    """``more`` added to ``counts`` (None: none yet)."""
-    if counts is None:
-        return more
-    counts += more
-    return counts
 
 
 def _check_tasks(tasks: int | None) -> None:

@@ -205,12 +205,12 @@ impl PyPreTokenCounts {
         bytes(py, &data)
     }
 
-    /// Replaces these counts with those of the transfer form `data`, whose errors start with `name`.
-    fn _load_transfer(&mut self, py: Python<'_>, data: &[u8], name: &str) -> PyResult<()> {
-        self.inner = run_detached(py, || {
-            CorpusCounts::from_transfer(data, name).map_err(to_py_err)
-        })?;
-        Ok(())
+    /// Adds the counts of the transfer form `data`, whose errors start with `name`, to these counts.
+    fn _add_transfer(&mut self, py: Python<'_>, data: &[u8], name: &str) -> PyResult<()> {
+        let inner = &mut self.inner;
+        run_detached(py, || {
+            inner.update_from_transfer(data, name).map_err(to_py_err)
+        })
     }
 
     /// Counts `files`, each (path, format, compression) as `source_kind` gives them, into these counts.

@@ -18,9 +18,9 @@
 //! The transfer form ([`CorpusCounts::to_transfer`]) is what counts are moved between processes in
 //! (pickling, Ray's tasks): the same fields, the messages of skipped records too, and the pre-tokens in
 //! the map's own order, each as its length, its bytes and its count, uncompressed, the whole followed by
-//! its CRC-32. Sorting and compressing cost about 1.3 us a distinct pre-token to write and 0.6 to read,
-//! ten times what adding the counts to others costs; the transfer form is written in a walk of the map
-//! and read at the cost of that addition, for three to four times the bytes. It is checked as the file
+//! its CRC-32. Sorting and compressing cost many times what adding the counts to others costs; the
+//! transfer form is written in a walk of the map and read at the cost of that addition, for a few times
+//! the bytes (benchmarks/README.md has the figures). It is checked as the file
 //! is (magic, version, checksum, every length in bounds, no count 0, no more occurrences than bytes),
 //! but is no format to keep: its version may change with any release.
 
@@ -92,15 +92,35 @@ impl CorpusCounts {
         counts_from_bytes(data, name)
     }
 
-    /// The transfer form of these counts (see [`crate::sources`]'s `counts_file`): a walk of the map,
-    /// about 13 bytes a distinct pre-token.
+    /// The transfer form of these counts (see [`crate::sources`]'s `counts_file`): a walk of the map.
     pub fn to_transfer(&self) -> Result<Vec<u8>> {
         counts_to_transfer(self)
     }
 
     /// The counts of the transfer form `data`; `name` (what the data is) starts the errors.
     pub fn from_transfer(data: &[u8], name: &str) -> Result<CorpusCounts> {
-        counts_from_transfer(data, name)
+        let mut counts = CorpusCounts::new()?;
+        counts.update_from_transfer(data, name)?;
+        Ok(counts)
+    }
+
+    /// Adds the counts of the transfer form `data` to these, as [`CorpusCounts::update`] adds counts,
+    /// without making a map of them first; `name` (what the data is) starts the errors. Fails, changing
+    /// nothing, when the data is bad or [`CorpusCounts::update`] would fail; when memory runs out, with
+    /// part of them added.
+    pub fn update_from_transfer(&mut self, data: &[u8], name: &str) -> Result<()> {
+        let body = transfer_body(data, name)?;
+        let transfer = read_transfer(body).map_err(|e| e.named(name))?;
+        self.update(&transfer.totals)?;
+        // Counts lend no map to add to in place: this one is taken out and put back with the same totals.
+        let taken = std::mem::replace(self, CorpusCounts::new()?);
+        let (documents, skipped) = (taken.documents(), taken.skipped());
+        let tokens = taken.special_tokens().unwrap_or_default().to_vec();
+        let messages = taken.skipped_errors().to_vec();
+        let mut pretokens = taken.into_pretokens();
+        let added = add_transfer(body, &transfer, &mut pretokens);
+        *self = with_messages(pretokens, documents, skipped, tokens, messages);
+        added.map_err(|e| e.named(name))
     }
 }
 
@@ -410,7 +430,9 @@ impl<'a> Fields<&'a [u8]> {
     }
 }
 
-fn counts_from_transfer(data: &[u8], name: &str) -> Result<CorpusCounts> {
+/// The body of the transfer form `data` (after the magic and version, before the checksum), checked
+/// against its checksum.
+fn transfer_body<'d>(data: &'d [u8], name: &str) -> Result<&'d [u8]> {
     let bad = |why: String| Error::BadCountsFile {
         name: name.to_string(),
         why,
@@ -435,17 +457,36 @@ fn counts_from_transfer(data: &[u8], name: &str) -> Result<CorpusCounts> {
             "the data is truncated or corrupt (its checksum does not match)".to_string(),
         ));
     }
-    read_transfer(&body[12..]).map_err(|e| e.named(name))
+    Ok(&body[12..])
 }
 
-/// The counts of the transfer form's `body` (after the magic and version, before the checksum).
-///
-/// The pre-tokens come in the order of the map that wrote them, which is the order of their hashes, and
-/// so of their places in the map they go to: added in that order, they would fill the part of the
-/// growing map their hashes cover into one run that every later key probes to its end (the reason
-/// `CountMap::add_all` scrambles too). So the body is checked whole first, noting where each block of
-/// [`BLOCK`] pre-tokens starts, then the blocks are added in a scrambled order.
-fn read_transfer(body: &[u8]) -> std::result::Result<CorpusCounts, Bad> {
+/// Counts with the totals of a transfer form and no pre-tokens, `messages` among its `skipped`.
+fn with_messages(
+    pretokens: PreTokenCounts,
+    documents: u64,
+    skipped: u64,
+    tokens: Vec<String>,
+    messages: Vec<String>,
+) -> CorpusCounts {
+    let others = skipped.saturating_sub(messages.len() as u64);
+    let mut counts = CorpusCounts::from_parts(pretokens, documents, others, tokens);
+    // Each message counts one of the records skipped.
+    for m in messages {
+        counts.add_skipped(m);
+    }
+    counts
+}
+
+/// A transfer form checked whole: its totals (counts with no pre-tokens), how many pre-tokens follow,
+/// and where each block of [`BLOCK`] of them starts, as the bytes left from there to the end.
+struct Transfer {
+    totals: CorpusCounts,
+    pretokens: u64,
+    blocks: Vec<usize>,
+}
+
+/// The transfer form's `body` checked whole (see [`add_transfer`]).
+fn read_transfer(body: &[u8]) -> std::result::Result<Transfer, Bad> {
     let mut fields = Fields { reader: body };
     let header = fields.header()?;
     let mut messages = Vec::new();
@@ -455,7 +496,6 @@ fn read_transfer(body: &[u8]) -> std::result::Result<CorpusCounts, Bad> {
     if messages.len() as u64 > header.skipped {
         return Err(corrupt("more messages than records skipped"));
     }
-    // Where each block starts, as the bytes left from there to the end.
     let mut blocks: Vec<usize> = Vec::new();
     // Every occurrence is at least a byte (see `read_frame`).
     let mut occurrences = 0u64;
@@ -476,7 +516,33 @@ fn read_transfer(body: &[u8]) -> std::result::Result<CorpusCounts, Bad> {
     if !fields.reader.is_empty() {
         return Err(corrupt("data after the counts"));
     }
-    let mut pretokens = PreTokenCounts::new().map_err(|_| Bad::OutOfMemory(8 << 16))?;
+    let mut totals = PreTokenCounts::new().map_err(|_| Bad::OutOfMemory(8 << 16))?;
+    totals.add_totals(header.bytes, header.special_occurrences);
+    Ok(Transfer {
+        totals: with_messages(
+            totals,
+            header.documents,
+            header.skipped,
+            header.tokens,
+            messages,
+        ),
+        pretokens: header.pretokens,
+        blocks,
+    })
+}
+
+/// Adds the pre-tokens of the transfer form's `body`, checked as `transfer`, to `pretokens`.
+///
+/// They come in the order of the map that wrote them, which is the order of their hashes, and so of
+/// their places in the map they go to: added in that order, they would fill the part of a growing map
+/// their hashes cover into one run that every later key probes to its end (the reason
+/// `CountMap::add_all` scrambles too). So the blocks are added in a scrambled order.
+fn add_transfer(
+    body: &[u8],
+    transfer: &Transfer,
+    pretokens: &mut PreTokenCounts,
+) -> std::result::Result<(), Bad> {
+    let blocks = &transfer.blocks;
     let step = coprime_step(blocks.len());
     let mut block = 0;
     for _ in 0..blocks.len() {
@@ -484,7 +550,7 @@ fn read_transfer(body: &[u8]) -> std::result::Result<CorpusCounts, Bad> {
             reader: &body[body.len() - blocks[block]..],
         };
         let first = (block * BLOCK) as u64;
-        for _ in first..header.pretokens.min(first + BLOCK as u64) {
+        for _ in first..transfer.pretokens.min(first + BLOCK as u64) {
             let (piece, count) = entries.entry()?;
             pretokens
                 .add(piece, count)
@@ -495,14 +561,7 @@ fn read_transfer(body: &[u8]) -> std::result::Result<CorpusCounts, Bad> {
             block -= blocks.len();
         }
     }
-    pretokens.add_totals(header.bytes, header.special_occurrences);
-    let kept = header.skipped - messages.len() as u64;
-    let mut counts = CorpusCounts::from_parts(pretokens, header.documents, kept, header.tokens);
-    // Each message counts one of the records skipped.
-    for m in messages {
-        counts.add_skipped(m);
-    }
-    Ok(counts)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -612,10 +671,23 @@ mod tests {
         // Enough pre-tokens for many blocks, added in a scrambled order: the same counts.
         let words: Vec<String> = (0..20_000).map(|i| format!(" w{i} w{}", i % 977)).collect();
         let texts: Vec<&str> = words.iter().map(String::as_str).collect();
-        let many = counts(&texts, &[]);
+        let many = counts(&texts, &["<|eot|>", "<pad>"]);
         assert!(many.pretokens().len() > 20_000);
         let back = CorpusCounts::from_transfer(&many.to_transfer().unwrap(), "p").unwrap();
         assert_eq!(back, many);
+        // Added to other counts: as `update` adds them.
+        let mut sum = many.clone();
+        sum.update_from_transfer(&data, "p").unwrap();
+        let mut expected = many.clone();
+        expected.update(&a).unwrap();
+        assert_eq!(sum, expected);
+        assert_eq!(sum.skipped_errors(), expected.skipped_errors());
+        let other = counts(&["x"], &["<|eot|>"]).to_transfer().unwrap();
+        let e = sum.update_from_transfer(&other, "p").unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("cannot merge counts made with different special tokens"));
+        assert_eq!(sum, expected);
         let empty = CorpusCounts::new().unwrap();
         let back = CorpusCounts::from_transfer(&empty.to_transfer().unwrap(), "e").unwrap();
         assert_eq!(back.pretokens().len(), 0);
