@@ -199,6 +199,25 @@ def test_shared_corpora_count_train_and_encode_as_on_one_machine(
     same_files(tmp_path / "ray-one", tmp_path / "local-one")
 
 
+def test_counts_added_by_the_driver_or_by_a_tree_are_one_machines_messages_included(
+    cluster: None, tmp_path: Path
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(12):
+        bad = '{"text": 7}\n' if i % 3 == 0 else ""
+        write_shard(folder / f"{i:02}.jsonl", DOCS)
+        (folder / f"{i:02}.jsonl").write_text((folder / f"{i:02}.jsonl").read_text() + bad)
+    expected = count_pretokens(folder, [EOT], errors="skip")
+    # 3 tasks: the driver adds their counts as they come; 12: a tree of merge tasks adds them.
+    for tasks in [3, 12]:
+        stats: dict = {}
+        counts = bytepair.ray.count_pretokens(folder, [EOT], errors="skip", tasks=tasks, stats=stats)
+        assert stats["tasks"] == tasks
+        assert counts == expected and counts.skipped == 4
+        assert counts.skipped_errors == expected.skipped_errors
+
+
 def test_the_docstring_examples_run_on_a_cluster(cluster: None) -> None:
     """The module's examples, skipped where no cluster is, run here."""
     finder = doctest.DocTestFinder()

@@ -198,6 +198,13 @@ def test_save_load_and_pickle_round_trip_and_same_counts_give_same_bytes(tmp_pat
     assert isinstance(loaded, bytepair.PreTokenCounts)
     assert pickle.loads(pickle.dumps(a)) == a
     assert sorted(os.listdir(tmp_path)) == ["a.bpc", "b.bpc"]  # no temporary file left
+    # Pickles keep the messages of skipped records, which the file does not.
+    (tmp_path / "bad.jsonl").write_text('{"text": "ok"}\n{"text": 7}\n{}\n')
+    skipped = count_pretokens(tmp_path / "bad.jsonl", errors="skip")
+    unpickled = pickle.loads(pickle.dumps(skipped))
+    assert unpickled == skipped and unpickled.skipped == 2
+    assert unpickled.skipped_errors == skipped.skipped_errors and len(skipped.skipped_errors) == 2
+    os.remove(tmp_path / "bad.jsonl")
     assert "7 documents" in repr(a)
 
 

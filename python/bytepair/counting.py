@@ -35,7 +35,7 @@ from ._common import (
 from ._progress import ProgressBar
 from .sources import Source, SourceFile, resolve
 
-__all__ = ["CountPart", "PreTokenCounts", "count_part", "count_pretokens", "plan_parts"]
+__all__ = ["CountPart", "PreTokenCounts", "count_part", "count_parts", "count_pretokens", "plan_parts"]
 
 ProgressCallback = Callable[[str, int, int], None]
 
@@ -64,8 +64,10 @@ class PreTokenCounts(_core.PreTokenCounts):
       at (None before anything was counted).
     - ``counts.skipped``: bad records skipped under ``errors="skip"``, and ``counts.skipped_errors``:
       the messages of the first ten, in source order (kept in memory only, not saved).
-    - ``counts.save(path)``, ``PreTokenCounts.load(path)``, and pickling: a compact, versioned,
-      checksummed file (:meth:`save`).
+    - ``counts.save(path)``, ``PreTokenCounts.load(path)``: a compact, versioned, checksummed file
+      (:meth:`save`), the same bytes for the same counts. Pickling (how counts move between processes:
+      multiprocessing, Ray) takes a faster, larger form, checksummed, messages of skipped records
+      included, which only the same version of bytepair reads: save counts to keep them.
 
     Equal counts (``==``) have the same pre-tokens and counts, totals and special tokens.
 
@@ -110,7 +112,9 @@ class PreTokenCounts(_core.PreTokenCounts):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_from_bytes, (type(self), self._to_bytes()))
+        # Pickles move counts between processes (multiprocessing, Ray), so they take the transfer form,
+        # written and read at the cost of adding the counts, not the file's, sorted and compressed.
+        return (_from_transfer, (type(self), self._to_transfer()))
 
     def prune(self, min_count: int) -> None:
         """Drops the pre-tokens counted fewer than ``min_count`` times: for counts too large to train on
@@ -168,10 +172,10 @@ class PreTokenCounts(_core.PreTokenCounts):
         return counts
 
 
-def _from_bytes(cls: type[PreTokenCounts], data: bytes) -> PreTokenCounts:
-    """Counts unpickled: ``cls`` with the counts file ``data``."""
+def _from_transfer(cls: type[PreTokenCounts], data: bytes) -> PreTokenCounts:
+    """Counts unpickled: ``cls`` with the counts of the transfer form ``data``."""
     counts = cls()
-    counts._load_bytes(data, "pickled counts")
+    counts._add_transfer(data, "pickled counts")
     return counts
 
 
@@ -357,19 +361,51 @@ def count_part(
     >>> count_part(part).most_common(1), count_part(part).documents
     ([(b'the', 2)], 2)
     """
+    return count_parts([part], special_tokens, text_field=text_field, errors=errors, num_threads=num_threads)
+
+
+def count_parts(
+    parts: list[CountPart],
+    special_tokens: Iterable[str] | None = None,
+    *,
+    text_field: str = "text",
+    errors: str = "strict",
+    num_threads: int | None = None,
+) -> PreTokenCounts:
+    """The counts of ``parts`` (:func:`plan_parts`) added up: equal to the sum of their
+    :func:`count_part`, and cheaper, since the whole files among them are counted together (the text and
+    JSON lines files in one pass of the engine, the Parquet files in another), each thread's counts kept
+    from one file to the next rather than made and added up once a file. Errors as :func:`count_part`.
+
+    >>> import os, tempfile
+    >>> from bytepair.sources import resolve
+    >>> d = tempfile.mkdtemp()
+    >>> for name in ["a.txt", "b.txt"]:
+    ...     _ = open(os.path.join(d, name), "w").write("the cat sat on the mat " * 100)
+    >>> parts = plan_parts(resolve(d).files, 1000)
+    >>> len(parts), count_parts(parts) == sum((count_part(p) for p in parts), PreTokenCounts())
+    (6, True)
+    """
     specials = check_special_tokens(special_tokens)
     text_field = check_text_field(text_field)
     skip = check_errors(errors)
     num_threads = check_num_threads(num_threads)
     counts = PreTokenCounts()
-    f = part.file
-    if f.format == "parquet":
-        groups = None if part.end is None else (part.start, part.end)
-        _count_parquet(counts, [f], specials, text_field, skip, num_threads, None, groups)
-    elif part.end is not None:
-        counts._count_range(f.path, part.start, part.end, specials)
-    else:
-        counts._count_files([(f.path, f.format, f.compression)], specials, text_field, skip, num_threads)
+    whole = [p.file for p in parts if p.end is None]
+    engine_files = [(f.path, f.format, f.compression) for f in whole if f.format != "parquet"]
+    if engine_files:
+        counts._count_files(engine_files, specials, text_field, skip, num_threads)
+    parquet_files = [f for f in whole if f.format == "parquet"]
+    if parquet_files:
+        _count_parquet(counts, parquet_files, specials, text_field, skip, num_threads, None)
+    for part in parts:
+        if part.end is None:
+            continue
+        f = part.file
+        if f.format == "parquet":
+            _count_parquet(counts, [f], specials, text_field, skip, num_threads, None, (part.start, part.end))
+        else:
+            counts._count_range(f.path, part.start, part.end, specials)
     if counts.special_tokens is None:
         counts._count_texts([], 0, specials, skip)
     return counts

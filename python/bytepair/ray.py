@@ -3,11 +3,15 @@
 ``pip install 'bytepair[ray]'``. ``import bytepair`` never imports Ray; this module imports it when one
 of its functions runs.
 
-- :func:`count_pretokens`: one Ray task per part of the work (:func:`bytepair.counting.plan_parts`: a
-  file, a run of Parquet row groups, a byte range of a large text file cut at a safe place), or about
-  ``tasks`` tasks; their counts are added in a binary tree of Ray tasks, each of which holds
-  two partial counts, whose last merge is the driver's (the two halves come back, not a total
-  serialized once more). It equals
+- :func:`count_pretokens`: about ``tasks`` Ray tasks, each counting a run of parts of the work
+  (:func:`bytepair.counting.plan_parts`: a file, a run of Parquet row groups, a byte range of a large
+  text file cut at a safe place). Up to 8 tasks' counts are added by the driver itself, each as soon as
+  it and those before it are in, while the other tasks still count; more are added in a binary tree of
+  Ray tasks, each of which holds two partial counts, whose last merge is the driver's (the two halves
+  come back, not a total serialized once more). Either way no process holds more than two partial
+  counts at once. Counts travel in their transfer form (the form :class:`bytepair.PreTokenCounts`
+  pickles to: written in a walk of the map, checksummed), which each process adds to its own counts
+  without making a map of them first. It equals
   :func:`bytepair.count_pretokens` on the same sources.
 - :func:`train_bpe`: counts on the cluster, then trains on the driver, freeing the counts as training
   makes its words: the vocabulary and merges of :func:`bytepair.train_bpe`.
@@ -50,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._common import PathLike, check_errors, check_special_tokens, check_text_field, check_vocab_size
 from ._progress import ProgressBar
-from .counting import CountPart, PreTokenCounts, count_part, plan_parts
+from .counting import CountPart, PreTokenCounts, count_parts, plan_parts
 from .dataset import (
     DatasetPlan,
     DatasetSummary,
@@ -68,12 +72,18 @@ __all__ = ["count_pretokens", "encode_dataset", "train_bpe"]
 
 # Ray retries a task, and restarts an actor, this many times when its worker process or node dies.
 _RETRIES = 3
-# Counting tasks per CPU of the cluster when ``tasks`` is not given. Each task's counts are serialized,
-# sent, merged and serialized again up the tree, at about 3 us a distinct pre-token each time, and the
-# fewer and larger the parts, the fewer distinct pre-tokens in all (Heaps' law): on 2 CPUs, 6 files
-# took 15 s in 2 tasks, 29 s in 6, against 9.5 s in one process. Two per CPU still keeps every CPU
-# busy while one task ends late, and bounds what a retried task redoes.
+# Counting tasks per CPU of the cluster when ``tasks`` is not given. Every task's counts are moved and
+# added up, and the fewer and larger the parts, the fewer distinct pre-tokens in all (Heaps' law), so
+# tasks are few; two per CPU rather than one keeps every CPU busy while one task ends late, lets the
+# driver add the first tasks' counts while the last ones count, and bounds what a retried task redoes.
 _TASKS_PER_CPU = 2
+# Up to this many counting tasks, the driver adds up their counts itself, each as soon as it and those
+# of the parts before it are in, while the other tasks still count: a merge there is one load of the
+# counts and one addition, and only the last tasks' merges come after the counting. A tree of merge
+# tasks costs, at each level, two loads, an addition and one more serialization, and only the top of it
+# overlaps nothing; it pays where there are too many tasks' counts for one process to add in the time
+# the counting takes.
+_DRIVER_MERGES_UP_TO = 8
 # How long to wait for the head node to answer before saying there is none.
 _CONNECT_SECONDS = 10.0
 # Shards queued at each actor: the next one is there when one ends.
@@ -199,26 +209,37 @@ def _node() -> str:
     return str(ray.get_runtime_context().get_node_id())
 
 
+# Counts move between the tasks and the driver in their transfer form (bytes): each process adds what
+# it receives to its own counts without making a map of it first.
+_TASK_COUNTS = "the counts of a Ray task"
+
+
 def _count_task(
     parts: list[CountPart], specials: list[str], text_field: str, errors: str
-) -> tuple[PreTokenCounts, tuple[int, int, str]]:
-    """A Ray task: the counts of ``parts``, and (bytes, documents, node) for the driver."""
+) -> tuple[bytes, tuple[int, int, str]]:
+    """A Ray task: the counts of ``parts`` (transfer form), and (bytes, documents, node) for the driver."""
+    counts = count_parts(parts, specials, text_field=text_field, errors=errors, num_threads=1)
+    return counts._to_transfer(), (sum(p.size for p in parts), counts.documents, _node())
+
+
+def _sum(*transfers: bytes) -> PreTokenCounts:
+    """The counts of the transfer forms ``transfers`` added up."""
     counts = PreTokenCounts()
-    for part in parts:
-        counts += count_part(part, specials, text_field=text_field, errors=errors, num_threads=1)
-    return counts, (sum(p.size for p in parts), counts.documents, _node())
-
-
-def _merge_task(a: PreTokenCounts, b: PreTokenCounts) -> PreTokenCounts:
-    """A Ray task: two partial counts added."""
-    a += b
-    return a
-
-
-def _prune_task(counts: PreTokenCounts, min_count: int) -> PreTokenCounts:
-    """A Ray task: the total counts pruned (:meth:`PreTokenCounts.prune`) before the driver gets them."""
-    counts.prune(min_count)
+    for data in transfers:
+        counts._add_transfer(data, _TASK_COUNTS)
     return counts
+
+
+def _merge_task(a: bytes, b: bytes) -> bytes:
+    """A Ray task: two partial counts added."""
+    return _sum(a, b)._to_transfer()
+
+
+def _prune_task(data: bytes, min_count: int) -> bytes:
+    """A Ray task: the total counts pruned (:meth:`PreTokenCounts.prune`) before the driver gets them."""
+    counts = _sum(data)
+    counts.prune(min_count)
+    return counts._to_transfer()
 
 
 def _reporter(progress: Any) -> tuple[Any, Any]:
@@ -240,32 +261,31 @@ def _count_on(
     nodes: dict[str, int],
     min_count: int | None,
 ) -> PreTokenCounts:
-    """The counts of ``parts``, in about ``tasks`` tasks on the cluster, added in a tree; ``nodes`` gets
-    the tasks run on each node."""
+    """The counts of ``parts``, in about ``tasks`` tasks on the cluster, added by the driver or in a tree
+    (see the module's docstring); ``nodes`` gets the tasks run on each node."""
     groups = _groups(parts, tasks)
     # Spread over the nodes: Ray would first fill the driver's node.
     count = ray.remote(num_cpus=1, num_returns=2, max_retries=_RETRIES, scheduling_strategy="SPREAD")(
         _count_task
     )
-    merge = ray.remote(num_cpus=1, max_retries=_RETRIES)(_merge_task)
     leaves = [count.remote(group, specials, text_field, errors) for group in groups]
     pending = [stats for _, stats in leaves]
-    level = [counts for counts, _ in leaves]
+    leaf_of = {stats: i for i, (_, stats) in enumerate(leaves)}
+    level: list[Any] = [counts for counts, _ in leaves]
     del leaves
-    # The tree is fixed by the order of the parts, so partial counts meet in the same order every run
-    # (and the messages of skipped records come in source order). Its last merge is the driver's own:
-    # the total is never serialized, and the driver holds the two halves, as a merge task would.
-    top = 1 if min_count is not None else 2
-    while len(level) > top:
-        pairs = [merge.remote(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-        level = pairs + level[2 * len(pairs) :]
-    if min_count is not None:
-        # Pruned where the total is made, so that the driver gets only what it keeps.
-        level = [ray.remote(num_cpus=1, max_retries=_RETRIES)(_prune_task).remote(level[0], min_count)]
-    # The driver holds only the top of the tree and the small progress results: Ray frees each partial
-    # count once the merge that takes it is done.
+    # Pruning needs the total, which the tree makes on the cluster (see count_pretokens).
+    tree = min_count is not None or len(level) > _DRIVER_MERGES_UP_TO
+    if tree:
+        level = _tree(ray, level, min_count)
+    # The driver holds only what it adds (and, with a tree, the top of it) and the small progress
+    # results: Ray frees each partial count once the merge that takes it is done. It adds in the order
+    # of the parts, so that partial counts meet in the same order every run (and the messages of skipped
+    # records come in source order).
+    counts = PreTokenCounts()
+    finished: set[int] = set()
+    added = 0
     total = sum(p.size for p in parts)
-    done = documents = finished = 0
+    done = documents = 0
     context, report = _reporter(progress)
     with context:
         try:
@@ -273,18 +293,39 @@ def _count_on(
                 ready, pending = ray.wait(pending, num_returns=1)
                 size, docs, node = ray.get(ready[0])
                 nodes[node] = nodes.get(node, 0) + 1
-                done, documents, finished = done + size, documents + docs, finished + 1
+                done, documents = done + size, documents + docs
+                finished.add(leaf_of[ready[0]])
                 if report is not None:
-                    report("count", done, total, documents=documents, tasks=(finished, len(groups)))
-            counts: PreTokenCounts = ray.get(level.pop(0))
-            if level:
-                counts += ray.get(level.pop())
+                    report("count", done, total, documents=documents, tasks=(len(finished), len(groups)))
+                while not tree and added in finished:
+                    counts._add_transfer(ray.get(level[added]), _TASK_COUNTS)
+                    level[added] = None
+                    added += 1
+            for ref in level[added:]:
+                counts._add_transfer(ray.get(ref), _TASK_COUNTS)
         except BaseException as e:
             for ref in [*pending, *level]:
-                with contextlib.suppress(Exception):
-                    ray.cancel(ref, force=True)
+                if ref is not None:
+                    with contextlib.suppress(Exception):
+                        ray.cancel(ref, force=True)
             raise _failure(ray, e) from None
     return counts
+
+
+def _tree(ray: Any, leaves: list[Any], min_count: int | None) -> list[Any]:
+    """The top of a binary tree of merge tasks over the counts ``leaves``: the last two partial counts,
+    which the driver adds (the total is never serialized, and the driver holds the two halves, as a merge
+    task would); or, to prune them with ``min_count``, the total, pruned on the cluster, so that the
+    driver gets only what it keeps. The tree is fixed by the order of the leaves."""
+    merge = ray.remote(num_cpus=1, max_retries=_RETRIES)(_merge_task)
+    level = leaves
+    top = 1 if min_count is not None else 2
+    while len(level) > top:
+        pairs = [merge.remote(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        level = pairs + level[2 * len(pairs) :]
+    if min_count is not None:
+        level = [ray.remote(num_cpus=1, max_retries=_RETRIES)(_prune_task).remote(level[0], min_count)]
+    return level
 
 
 def _check_tasks(tasks: int | None) -> None:

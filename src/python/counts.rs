@@ -202,6 +202,20 @@ impl PyPreTokenCounts {
         Ok(())
     }
 
+    /// The transfer form of these counts: what pickling moves between processes.
+    fn _to_transfer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let data = run_detached(py, || self.inner.to_transfer().map_err(to_py_err))?;
+        bytes(py, &data)
+    }
+
+    /// Adds the counts of the transfer form `data`, whose errors start with `name`, to these counts.
+    fn _add_transfer(&mut self, py: Python<'_>, data: &[u8], name: &str) -> PyResult<()> {
+        let inner = &mut self.inner;
+        run_detached(py, || {
+            inner.update_from_transfer(data, name).map_err(to_py_err)
+        })
+    }
+
     /// Counts `files`, each (path, format, compression) as `source_kind` gives them, into these counts.
     #[pyo3(signature = (files, special_tokens, text_field, skip, num_threads=None, chunk_size=None, progress=None))]
     #[allow(clippy::too_many_arguments)]

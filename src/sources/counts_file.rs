@@ -14,18 +14,37 @@
 //! any order gives the same file. Reading checks everything a damaged file could break: the magic, the
 //! version, the checksum, that the pre-tokens are distinct, sorted and counted at least once, and that
 //! nothing follows the frame. The messages of skipped records are not saved.
+//!
+//! The transfer form ([`CorpusCounts::to_transfer`]) is what counts are moved between processes in
+//! (pickling, Ray's tasks): the same fields, the messages of skipped records too, and the pre-tokens in
+//! the map's own order, each as its length, its bytes and its count, uncompressed, the whole followed by
+//! its CRC-32. Sorting and compressing cost many times what adding the counts to others costs; the
+//! transfer form is written in a walk of the map and read at the cost of that addition, for a few times
+//! the bytes (benchmarks/README.md has the figures). It is checked as the file
+//! is (magic, version, checksum, every length in bounds, no count 0, no more occurrences than bytes),
+//! but is no format to keep: its version may change with any release.
 
 use std::io::{self, BufRead, ErrorKind, Read, Write};
 
 use super::count::CorpusCounts;
 use crate::error::{try_reserve, Error, Result};
-use crate::train::PreTokenCounts;
+use crate::train::{coprime_step, PreTokenCounts};
 
 /// The first bytes of every counts file.
 const MAGIC: &[u8; 8] = b"BPCOUNTS";
 
 /// The version this code writes and reads.
 const VERSION: u32 = 1;
+
+/// The first bytes of the transfer form.
+const TRANSFER_MAGIC: &[u8; 8] = b"BPCMOVED";
+
+/// The version of the transfer form this code writes and reads.
+const TRANSFER_VERSION: u32 = 1;
+
+/// Pre-tokens of the transfer form added to the map a run at a time, the runs in a scrambled order
+/// (see `counts_from_transfer`).
+const BLOCK: usize = 16;
 
 /// The zstd level: fast, and within a few percent of the size of much slower levels on sorted counts.
 const LEVEL: i32 = 3;
@@ -72,17 +91,53 @@ impl CorpusCounts {
     pub fn from_bytes(data: &[u8], name: &str) -> Result<CorpusCounts> {
         counts_from_bytes(data, name)
     }
+
+    /// The transfer form of these counts (see [`crate::sources`]'s `counts_file`): a walk of the map.
+    pub fn to_transfer(&self) -> Result<Vec<u8>> {
+        counts_to_transfer(self)
+    }
+
+    /// The counts of the transfer form `data`; `name` (what the data is) starts the errors.
+    pub fn from_transfer(data: &[u8], name: &str) -> Result<CorpusCounts> {
+        let mut counts = CorpusCounts::new()?;
+        counts.update_from_transfer(data, name)?;
+        Ok(counts)
+    }
+
+    /// Adds the counts of the transfer form `data` to these, as [`CorpusCounts::update`] adds counts,
+    /// without making a map of them first; `name` (what the data is) starts the errors. Fails, changing
+    /// nothing, when the data is bad or [`CorpusCounts::update`] would fail; when memory runs out, with
+    /// part of them added.
+    pub fn update_from_transfer(&mut self, data: &[u8], name: &str) -> Result<()> {
+        let body = transfer_body(data, name)?;
+        let transfer = read_transfer(body).map_err(|e| e.named(name))?;
+        self.update(&transfer.totals)?;
+        // Counts lend no map to add to in place: this one is taken out and put back with the same totals.
+        let taken = std::mem::replace(self, CorpusCounts::new()?);
+        let (documents, skipped) = (taken.documents(), taken.skipped());
+        let tokens = taken.special_tokens().unwrap_or_default().to_vec();
+        let messages = taken.skipped_errors().to_vec();
+        let mut pretokens = taken.into_pretokens();
+        let added = add_transfer(body, &transfer, &mut pretokens);
+        *self = with_messages(pretokens, documents, skipped, tokens, messages);
+        added.map_err(|e| e.named(name))
+    }
 }
 
-fn counts_to_bytes(counts: &CorpusCounts) -> Result<Vec<u8>> {
-    let failed = |e: io::Error| match e.kind() {
+/// The error of writing `what` (a form of the counts) into memory.
+fn write_failed(what: &'static str) -> impl Fn(io::Error) -> Error + Copy {
+    move |e: io::Error| match e.kind() {
         ErrorKind::OutOfMemory => Error::OutOfMemory {
-            what: "the counts file",
+            what,
             bytes: 0,
             text: None,
         },
-        _ => Error::InvalidCounts(format!("could not compress the counts: {e}")),
-    };
+        _ => Error::InvalidCounts(format!("could not write {what}: {e}")),
+    }
+}
+
+fn counts_to_bytes(counts: &CorpusCounts) -> Result<Vec<u8>> {
+    let failed = write_failed("the counts file");
     let mut out = Buffer(Vec::new());
     out.write_all(MAGIC).map_err(failed)?;
     out.write_all(&VERSION.to_le_bytes()).map_err(failed)?;
@@ -98,6 +153,33 @@ fn counts_to_bytes(counts: &CorpusCounts) -> Result<Vec<u8>> {
     })?;
     written.map_err(failed)?;
     Ok(zstd.finish().map_err(failed)?.0)
+}
+
+fn counts_to_transfer(counts: &CorpusCounts) -> Result<Vec<u8>> {
+    let failed = write_failed("the counts' transfer form");
+    let mut out = Buffer(Vec::new());
+    out.write_all(TRANSFER_MAGIC).map_err(failed)?;
+    out.write_all(&TRANSFER_VERSION.to_le_bytes())
+        .map_err(failed)?;
+    put_header(&mut out, counts).map_err(failed)?;
+    let messages = counts.skipped_errors();
+    put_varint(&mut out, messages.len() as u64).map_err(failed)?;
+    for m in messages {
+        put_varint(&mut out, m.len() as u64).map_err(failed)?;
+        out.write_all(m.as_bytes()).map_err(failed)?;
+    }
+    let mut written = Ok(());
+    counts.pretokens().for_each(|piece, count| {
+        if written.is_ok() {
+            written = put_varint(&mut out, piece.len() as u64)
+                .and_then(|()| out.write_all(piece))
+                .and_then(|()| put_varint(&mut out, count));
+        }
+    });
+    written.map_err(failed)?;
+    let checksum = crc32fast::hash(&out.0);
+    out.write_all(&checksum.to_le_bytes()).map_err(failed)?;
+    Ok(out.0)
 }
 
 /// The totals and the special tokens, then the number of pre-tokens.
@@ -163,11 +245,66 @@ impl From<io::Error> for Bad {
     }
 }
 
+impl Bad {
+    /// The error of the counts `name` that are bad this way.
+    fn named(self, name: &str) -> Error {
+        match self {
+            Bad::Why(why) => Error::BadCountsFile {
+                name: name.to_string(),
+                why,
+            },
+            Bad::OutOfMemory(bytes) => Error::OutOfMemory {
+                what: "the counts read",
+                bytes,
+                text: None,
+            },
+        }
+    }
+}
+
 fn corrupt(what: &str) -> Bad {
     Bad::Why(format!("the file is corrupt ({what})"))
 }
 
+/// What `put_header` writes.
+struct Header {
+    documents: u64,
+    skipped: u64,
+    bytes: u64,
+    special_occurrences: u64,
+    tokens: Vec<String>,
+    /// The number of distinct pre-tokens that follow.
+    pretokens: u64,
+}
+
 impl<R: BufRead> Fields<R> {
+    fn header(&mut self) -> std::result::Result<Header, Bad> {
+        let documents = self.varint()?;
+        let skipped = self.varint()?;
+        let bytes = self.varint()?;
+        let special_occurrences = self.varint()?;
+        let mut tokens = Vec::new();
+        for _ in 0..self.varint()? {
+            tokens.push(self.string("a special token")?);
+        }
+        Ok(Header {
+            documents,
+            skipped,
+            bytes,
+            special_occurrences,
+            tokens,
+            pretokens: self.varint()?,
+        })
+    }
+
+    /// A length and that many bytes of UTF-8; `what` names it in the error.
+    fn string(&mut self, what: &str) -> std::result::Result<String, Bad> {
+        let len = self.varint()?;
+        let mut bytes = Vec::new();
+        self.bytes(len, &mut bytes)?;
+        String::from_utf8(bytes).map_err(|_| corrupt(&format!("{what} not UTF-8")))
+    }
+
     fn varint(&mut self) -> std::result::Result<u64, Bad> {
         let mut n = 0u64;
         for shift in (0..64).step_by(7) {
@@ -222,14 +359,7 @@ fn counts_from_bytes(data: &[u8], name: &str) -> Result<CorpusCounts> {
     if version != VERSION {
         return Err(bad(format!("the file is corrupt (version {version})")));
     }
-    read_frame(&data[12..]).map_err(|e| match e {
-        Bad::Why(why) => bad(why),
-        Bad::OutOfMemory(bytes) => Error::OutOfMemory {
-            what: "the counts read",
-            bytes,
-            text: None,
-        },
-    })
+    read_frame(&data[12..]).map_err(|e| e.named(name))
 }
 
 fn read_frame(frame: &[u8]) -> std::result::Result<CorpusCounts, Bad> {
@@ -237,24 +367,20 @@ fn read_frame(frame: &[u8]) -> std::result::Result<CorpusCounts, Bad> {
     let mut fields = Fields {
         reader: io::BufReader::new(decoder),
     };
-    let documents = fields.varint()?;
-    let skipped = fields.varint()?;
-    let bytes = fields.varint()?;
-    let special_occurrences = fields.varint()?;
-    let mut tokens = Vec::new();
-    for _ in 0..fields.varint()? {
-        let len = fields.varint()?;
-        let mut token = Vec::new();
-        fields.bytes(len, &mut token)?;
-        let token = String::from_utf8(token).map_err(|_| corrupt("a special token not UTF-8"))?;
-        tokens.push(token);
-    }
+    let Header {
+        documents,
+        skipped,
+        bytes,
+        special_occurrences,
+        tokens,
+        pretokens: distinct,
+    } = fields.header()?;
     let mut pretokens = PreTokenCounts::new().map_err(|_| Bad::OutOfMemory(8 << 16))?;
     // Every occurrence is at least a byte: more occurrences than bytes is no count of a text, and
     // would let merging overflow (see `CorpusCounts::update`).
     let mut occurrences = 0u64;
     let mut previous: Vec<u8> = Vec::new();
-    for i in 0..fields.varint()? {
+    for i in 0..distinct {
         let shared = fields.varint()?;
         if shared > previous.len() as u64 {
             return Err(corrupt("a pre-token shares more than the one before has"));
@@ -288,6 +414,154 @@ fn read_frame(frame: &[u8]) -> std::result::Result<CorpusCounts, Bad> {
     Ok(CorpusCounts::from_parts(
         pretokens, documents, skipped, tokens,
     ))
+}
+
+impl<'a> Fields<&'a [u8]> {
+    /// A pre-token of the transfer form, borrowed from it, and its count.
+    fn entry(&mut self) -> std::result::Result<(&'a [u8], u64), Bad> {
+        let len = self.varint()?;
+        let data: &'a [u8] = self.reader;
+        if len > data.len() as u64 {
+            return Err(Bad::Why("the data is truncated".to_string()));
+        }
+        let (piece, rest) = data.split_at(len as usize);
+        self.reader = rest;
+        Ok((piece, self.varint()?))
+    }
+}
+
+/// The body of the transfer form `data` (after the magic and version, before the checksum), checked
+/// against its checksum.
+fn transfer_body<'d>(data: &'d [u8], name: &str) -> Result<&'d [u8]> {
+    let bad = |why: String| Error::BadCountsFile {
+        name: name.to_string(),
+        why,
+    };
+    if data.len() < TRANSFER_MAGIC.len() || &data[..TRANSFER_MAGIC.len()] != TRANSFER_MAGIC {
+        return Err(bad("not bytepair counts in their transfer form".to_string()));
+    }
+    if data.len() < 16 {
+        return Err(bad("the data is truncated".to_string()));
+    }
+    let version = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
+    if version != TRANSFER_VERSION {
+        return Err(bad(format!(
+            "counts in transfer form version {version}, which this bytepair (version \
+             {TRANSFER_VERSION}) does not read: the processes that exchange counts must run the \
+             same bytepair"
+        )));
+    }
+    let (body, checksum) = data.split_at(data.len() - 4);
+    if crc32fast::hash(body).to_le_bytes() != checksum {
+        return Err(bad(
+            "the data is truncated or corrupt (its checksum does not match)".to_string(),
+        ));
+    }
+    Ok(&body[12..])
+}
+
+/// Counts with the totals of a transfer form and no pre-tokens, `messages` among its `skipped`.
+fn with_messages(
+    pretokens: PreTokenCounts,
+    documents: u64,
+    skipped: u64,
+    tokens: Vec<String>,
+    messages: Vec<String>,
+) -> CorpusCounts {
+    let others = skipped.saturating_sub(messages.len() as u64);
+    let mut counts = CorpusCounts::from_parts(pretokens, documents, others, tokens);
+    // Each message counts one of the records skipped.
+    for m in messages {
+        counts.add_skipped(m);
+    }
+    counts
+}
+
+/// A transfer form checked whole: its totals (counts with no pre-tokens), how many pre-tokens follow,
+/// and where each block of [`BLOCK`] of them starts, as the bytes left from there to the end.
+struct Transfer {
+    totals: CorpusCounts,
+    pretokens: u64,
+    blocks: Vec<usize>,
+}
+
+/// The transfer form's `body` checked whole (see [`add_transfer`]).
+fn read_transfer(body: &[u8]) -> std::result::Result<Transfer, Bad> {
+    let mut fields = Fields { reader: body };
+    let header = fields.header()?;
+    let mut messages = Vec::new();
+    for _ in 0..fields.varint()? {
+        messages.push(fields.string("a message")?);
+    }
+    if messages.len() as u64 > header.skipped {
+        return Err(corrupt("more messages than records skipped"));
+    }
+    let mut blocks: Vec<usize> = Vec::new();
+    // Every occurrence is at least a byte (see `read_frame`).
+    let mut occurrences = 0u64;
+    for i in 0..header.pretokens {
+        if i % BLOCK as u64 == 0 {
+            try_reserve(&mut blocks, 1).map_err(|e| Bad::OutOfMemory(e.bytes))?;
+            blocks.push(fields.reader.len());
+        }
+        let (piece, count) = fields.entry()?;
+        if count == 0 || piece.is_empty() {
+            return Err(corrupt("a pre-token empty or not counted"));
+        }
+        occurrences = occurrences
+            .checked_add(count)
+            .filter(|&n| n <= header.bytes)
+            .ok_or_else(|| corrupt("more pre-tokens than bytes"))?;
+    }
+    if !fields.reader.is_empty() {
+        return Err(corrupt("data after the counts"));
+    }
+    let mut totals = PreTokenCounts::new().map_err(|_| Bad::OutOfMemory(8 << 16))?;
+    totals.add_totals(header.bytes, header.special_occurrences);
+    Ok(Transfer {
+        totals: with_messages(
+            totals,
+            header.documents,
+            header.skipped,
+            header.tokens,
+            messages,
+        ),
+        pretokens: header.pretokens,
+        blocks,
+    })
+}
+
+/// Adds the pre-tokens of the transfer form's `body`, checked as `transfer`, to `pretokens`.
+///
+/// They come in the order of the map that wrote them, which is the order of their hashes, and so of
+/// their places in the map they go to: added in that order, they would fill the part of a growing map
+/// their hashes cover into one run that every later key probes to its end (the reason
+/// `CountMap::add_all` scrambles too). So the blocks are added in a scrambled order.
+fn add_transfer(
+    body: &[u8],
+    transfer: &Transfer,
+    pretokens: &mut PreTokenCounts,
+) -> std::result::Result<(), Bad> {
+    let blocks = &transfer.blocks;
+    let step = coprime_step(blocks.len());
+    let mut block = 0;
+    for _ in 0..blocks.len() {
+        let mut entries = Fields {
+            reader: &body[body.len() - blocks[block]..],
+        };
+        let first = (block * BLOCK) as u64;
+        for _ in first..transfer.pretokens.min(first + BLOCK as u64) {
+            let (piece, count) = entries.entry()?;
+            pretokens
+                .add(piece, count)
+                .map_err(|e| Bad::OutOfMemory(e.bytes))?;
+        }
+        block += step;
+        if block >= blocks.len() {
+            block -= blocks.len();
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -387,5 +661,74 @@ mod tests {
             error(&trailing),
             "c.bpc: the file is corrupt (data after the zstd frame)"
         );
+    }
+
+    #[test]
+    fn the_transfer_form_reads_back_as_it_was_messages_included() {
+        let a = counts(&TEXTS, &["<|eot|>", "<pad>"]);
+        let data = a.to_transfer().unwrap();
+        let back = CorpusCounts::from_transfer(&data, "pickled").unwrap();
+        assert_eq!(back, a);
+        assert_eq!(back.skipped_errors(), a.skipped_errors());
+        assert_eq!(back.special_tokens().unwrap(), ["<|eot|>", "<pad>"]);
+        // Enough pre-tokens for many blocks, added in a scrambled order: the same counts.
+        let words: Vec<String> = (0..20_000).map(|i| format!(" w{i} w{}", i % 977)).collect();
+        let texts: Vec<&str> = words.iter().map(String::as_str).collect();
+        let many = counts(&texts, &["<|eot|>", "<pad>"]);
+        assert!(many.pretokens().len() > 20_000);
+        let back = CorpusCounts::from_transfer(&many.to_transfer().unwrap(), "p").unwrap();
+        assert_eq!(back, many);
+        // Added to other counts: as `update` adds them.
+        let mut sum = many.clone();
+        sum.update_from_transfer(&data, "p").unwrap();
+        let mut expected = many.clone();
+        expected.update(&a).unwrap();
+        assert_eq!(sum, expected);
+        assert_eq!(sum.skipped_errors(), expected.skipped_errors());
+        let other = counts(&["x"], &["<|eot|>"]).to_transfer().unwrap();
+        let e = sum.update_from_transfer(&other, "p").unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("cannot merge counts made with different special tokens"));
+        assert_eq!(sum, expected);
+        let empty = CorpusCounts::new().unwrap();
+        let back = CorpusCounts::from_transfer(&empty.to_transfer().unwrap(), "e").unwrap();
+        assert_eq!(back.pretokens().len(), 0);
+    }
+
+    #[test]
+    fn foreign_other_version_truncated_and_corrupt_transfers_are_errors() {
+        let a = counts(&TEXTS, &["<|eot|>"]);
+        let data = a.to_transfer().unwrap();
+        let error = |data: &[u8]| {
+            CorpusCounts::from_transfer(data, "pickled")
+                .unwrap_err()
+                .to_string()
+        };
+        let file = counts_to_bytes(&a).unwrap();
+        assert_eq!(
+            error(&file),
+            "pickled: not bytepair counts in their transfer form"
+        );
+        let mut other = data.clone();
+        other[8] = 2;
+        assert!(error(&other).starts_with("pickled: counts in transfer form version 2"));
+        for cut in [10, 13, data.len() / 2, data.len() - 1] {
+            let e = error(&data[..cut]);
+            assert!(
+                e.starts_with("pickled: the data is truncated"),
+                "cut at {cut}: {e}"
+            );
+        }
+        // The checksum covers every byte after the version.
+        for i in 12..data.len() {
+            let mut corrupt = data.clone();
+            corrupt[i] ^= 0x10;
+            let e = error(&corrupt);
+            assert!(
+                e.starts_with("pickled: the data is truncated or corrupt"),
+                "byte {i}: {e}"
+            );
+        }
     }
 }

@@ -9,7 +9,7 @@
 //! - [`jsonl`]: the text field of each line of a JSON lines file.
 //! - [`count`]: [`CorpusCounts`], and counting files ([`count_sources`]) and in-memory texts
 //!   ([`count_texts`]) into them on all cores, strictly or skipping bad records ([`Errors`]).
-//! - [`counts_file`]: the file [`CorpusCounts`] are saved in.
+//! - [`counts_file`]: the file [`CorpusCounts`] are saved in, and the form they move between processes in.
 //! - [`documents`]: a file's documents in order, a [`Piece`] at a time, for encoding
 //!   ([`open_documents`]).
 //! - [`range`]: a byte range of an uncompressed text file counted on its own, cut at safe places

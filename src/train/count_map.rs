@@ -114,7 +114,7 @@ fn long_key(arena: &[u8], offset: usize) -> &[u8] {
 
 /// A step that visits each of `n` places once, stepping from 0 modulo `n`: about 0.618 `n` (far from
 /// 0 and from `n / 2`, so that neighbours in the visit order are far apart), and coprime with `n`.
-fn coprime_step(n: usize) -> usize {
+pub(crate) fn coprime_step(n: usize) -> usize {
     fn gcd(a: usize, b: usize) -> usize {
         if b == 0 {
             a

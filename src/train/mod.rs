@@ -20,6 +20,7 @@ mod words;
 
 pub(crate) use count::count_record;
 pub use count::{count_file, count_files, count_text, PreTokenCounts};
+pub(crate) use count_map::coprime_step;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
