@@ -154,7 +154,7 @@ struct Step {
 
 impl Step {
     /// Counts `count` occurrences of the made pair of `neighbour` in `word`.
-    #[inline]
+    #[inline(always)]
     fn make(
         made: &mut Vec<Made>,
         log: &mut Vec<(u64, u32)>,

@@ -177,41 +177,54 @@ impl<S: Symbol> Words<S> {
             let (count, span) = S::read_header(record);
             let count = count as i64;
             let symbols = &mut record[S::HEADER..S::HEADER + span as usize];
-            let len = live(symbols).len();
-            let find = |symbols: &[S], from: usize| {
-                (from..len.saturating_sub(1)).find(|&i| symbols[i] == a && symbols[i + 1] == b)
-            };
             // Rewrite in place: `out` trails `read`, so the symbol before an occurrence is already
             // rewritten (it may be `id` itself), which is what the new left pair must use. Symbols
             // before the first occurrence stay where they are; those between occurrences move left.
-            let Some(mut read) = find(symbols, 0) else {
+            let (mut read, found) = next_occurrence(symbols, 0, a, b);
+            if !found {
                 continue;
-            };
+            }
             let mut out = read;
             loop {
                 if out > 0 {
                     pairs.left(symbols[out - 1].id(), count, w)?;
                 }
-                if read + 2 < len {
-                    pairs.right(symbols[read + 2].id(), count, w)?;
+                let after = read + 2;
+                if let Some(&y) = symbols.get(after).filter(|&&y| y != S::END) {
+                    pairs.right(y.id(), count, w)?;
                 }
                 symbols[out] = new;
                 out += 1;
-                read += 2;
-                let next = find(symbols, read);
-                let end = next.unwrap_or(len);
-                for i in read..end {
-                    symbols[out + i - read] = symbols[i];
+                let (end, found) = next_occurrence(symbols, after, a, b);
+                for i in after..end {
+                    symbols[out + i - after] = symbols[i];
                 }
-                out += end - read;
+                out += end - after;
                 read = end;
-                if next.is_none() {
+                if !found {
                     break;
                 }
             }
+            // A merge shortened the word: `out` is within its span.
             symbols[out] = S::END;
         }
         Ok(())
+    }
+}
+
+/// The first occurrence of `(a, b)` in the live symbols of `span` from `from` on, and true; or where
+/// the live symbols end (the first `END`, or the span's end), and false. One pass finds both, since
+/// neither `a` nor `b` is `END`.
+#[inline(always)]
+fn next_occurrence<S: Symbol>(span: &[S], from: usize, a: S, b: S) -> (usize, bool) {
+    let rest = &span[from..];
+    match rest
+        .windows(2)
+        .position(|p| p[0] == S::END || (p[0] == a && p[1] == b))
+    {
+        Some(i) => (from + i, rest[i] != S::END),
+        // No window left: the last symbol alone, live or `END`.
+        None => (span.len() - (span.last() == Some(&S::END)) as usize, false),
     }
 }
 
