@@ -55,7 +55,45 @@ impl MergeHeap {
     /// Adds `c`; fails, leaving the heap as it was, when the heap cannot grow.
     pub(super) fn push(&mut self, c: Candidate, tokens: &[Vec<u8>]) -> Result<(), AllocError> {
         try_push(&mut self.heap, c)?;
-        let mut i = self.heap.len() - 1;
+        self.sift_up(self.heap.len() - 1, tokens);
+        Ok(())
+    }
+
+    /// Removes and returns the greatest candidate.
+    ///
+    /// The last candidate, which takes the root's place, nearly always belongs near the bottom, so the
+    /// hole it fills is first moved down to a leaf along the greater children (one comparison a level,
+    /// where sifting the candidate down compares both children with it), and the candidate then sifted
+    /// up from there, which is rarely more than a level or two.
+    pub(super) fn pop(&mut self, tokens: &[Vec<u8>]) -> Option<Candidate> {
+        let last = self.heap.pop()?;
+        if self.heap.is_empty() {
+            return Some(last);
+        }
+        let top = self.heap[0];
+        let n = self.heap.len();
+        let mut hole = 0;
+        loop {
+            let l = 2 * hole + 1;
+            if l >= n {
+                break;
+            }
+            let r = l + 1;
+            let child =
+                match r < n && compare(&self.heap[r], &self.heap[l], tokens) == Ordering::Greater {
+                    true => r,
+                    false => l,
+                };
+            self.heap[hole] = self.heap[child];
+            hole = child;
+        }
+        self.heap[hole] = last;
+        self.sift_up(hole, tokens);
+        Some(top)
+    }
+
+    /// Moves the candidate at `i` up while it is greater than its parent.
+    fn sift_up(&mut self, mut i: usize, tokens: &[Vec<u8>]) {
         while i > 0 {
             let parent = (i - 1) / 2;
             if compare(&self.heap[i], &self.heap[parent], tokens) != Ordering::Greater {
@@ -64,18 +102,6 @@ impl MergeHeap {
             self.heap.swap(i, parent);
             i = parent;
         }
-        Ok(())
-    }
-
-    /// Removes and returns the greatest candidate.
-    pub(super) fn pop(&mut self, tokens: &[Vec<u8>]) -> Option<Candidate> {
-        let last = self.heap.pop()?;
-        if self.heap.is_empty() {
-            return Some(last);
-        }
-        let top = std::mem::replace(&mut self.heap[0], last);
-        self.sift_down(0, tokens);
-        Some(top)
     }
 
     fn sift_down(&mut self, mut i: usize, tokens: &[Vec<u8>]) {

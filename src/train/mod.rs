@@ -287,7 +287,7 @@ fn merge_words<S: Symbol>(
             }
             rescans += 1;
             if !pairs
-                .rescan(words, budget(num_merges - merges.len()))
+                .rescan(words, tokens.len(), budget(num_merges - merges.len()))
                 .map_err(|e| e.named(PAIR_COUNTS))?
             {
                 break;
@@ -314,7 +314,9 @@ fn merge_words<S: Symbol>(
         merged.extend_from_slice(right);
         try_push(&mut tokens, merged).map_err(vocab)?;
         merges.push(top.pair);
-        let holders = pairs.begin_step(&top.pair, id);
+        let holders = pairs
+            .begin_step(&top.pair, id)
+            .map_err(|e| e.named(PAIR_COUNTS))?;
         words
             .merge(top.pair, id, holders.iter(), &mut pairs)
             .map_err(|e| e.named(PAIR_COUNTS))?;

@@ -21,9 +21,17 @@
 //!
 //! The word lists ([`WordList`]) hold words (their offsets among the words' records) in increasing
 //! order, as gaps in LEB128 varints: the lists of the first pairs, which hold nearly every (word, pair)
-//! of the corpus, are most of the memory left besides the words. Every list is written in increasing
-//! order: the first lists by one pass over the words, exactly sized, and the list of a pair made by a
-//! step while the step visits the holders of the pair it merges, whose list is in increasing order.
+//! of the corpus, are most of the memory left besides the words. Every list is written once, in
+//! increasing order and at its exact size, counted beforehand ([`Tally`]): the first lists by a second
+//! pass over the words, and the list of a pair made by a step when the step ends, from its log of the
+//! words it rewrote in the order it visited them (the merged pair's list, increasing), only for the
+//! made pairs that stay tracked.
+//!
+//! A step merging `(a, b)` into `id` changes only pairs next to an occurrence: `(x, a)` and `(b, y)`
+//! lose, `(x, id)` and `(id, y)` gain. It gathers those changes in arrays indexed by the neighbour
+//! token `x` or `y` ([`Step`]), and takes the losses off the tracked map when it ends: one lookup per
+//! distinct neighbour instead of one per occurrence. Before the first merge every symbol is a byte,
+//! and the pairs are counted in a table of all 65,536 byte pairs instead of a hash map.
 //!
 //! Invariants: a tracked pair's count is the exact number of its occurrences in the current words,
 //! weighted by word count, and is at least `T` (pairs that fall below leave); its list holds every word
@@ -54,14 +62,15 @@ fn varint_size(gap: u64) -> usize {
 
 impl WordList {
     /// Appends `w` unless it is the last word already; `w` is never smaller than the last word.
-    #[inline]
+    /// Lists are made at their exact size (see [`Tally`]), so a push never grows one.
+    #[inline(always)]
     fn push(&mut self, w: u64) -> Result<(), AllocError> {
         if !self.bytes.is_empty() && w == self.last {
             return Ok(());
         }
         let mut gap = w - self.last;
+        self.last = w;
         let size = varint_size(gap);
-        // Lists made at their exact size (see `rescan`) never grow; the others grow as vectors do.
         if self.bytes.capacity() - self.bytes.len() < size {
             try_reserve(&mut self.bytes, size)?;
         }
@@ -70,7 +79,6 @@ impl WordList {
             gap >>= 7;
         }
         self.bytes.push(gap as u8);
-        self.last = w;
         Ok(())
     }
 
@@ -101,22 +109,86 @@ pub(super) struct PairStats {
     pub(super) words: WordList,
 }
 
+/// A token next to the pair a step merges, `(a, b)` into `id`: `x` on the left, `y` on the right.
+#[derive(Clone, Copy)]
+struct Neighbour {
+    /// The occurrences the step took from `(x, a)` (or `(b, y)`), weighted by word count.
+    lost: i64,
+    /// The pair `(x, id)` (or `(id, y)`) in [`Step::made`], or [`NONE`].
+    made: u32,
+}
+
+/// No made pair yet, in [`Neighbour::made`].
+const NONE: u32 = u32::MAX;
+
+const UNTOUCHED: Neighbour = Neighbour {
+    lost: 0,
+    made: NONE,
+};
+
+/// A pair the current step made: it holds the step's id.
+struct Made {
+    pair: Pair,
+    /// Which neighbour array names it: the left one for `(x, id)`, the right one for `(id, y)`.
+    on_left: bool,
+    /// Its count, and the size of its word list.
+    tally: Tally,
+    /// Its word list, made only when the step ends with the pair tracked.
+    words: Option<WordList>,
+}
+
+/// What the current step changes, gathered by neighbour token so that the tracked map is looked up
+/// once per distinct neighbour when the step ends, not once per occurrence.
+struct Step {
+    pair: Pair,
+    id: u32,
+    /// Indexed by token id: `x` of `(x, a)` and `(x, id)`.
+    left: Vec<Neighbour>,
+    /// Indexed by token id: `y` of `(b, y)` and `(id, y)`.
+    right: Vec<Neighbour>,
+    made: Vec<Made>,
+    /// Each word that made a pair, with the pair's index in `made`, in the order the step visits them:
+    /// the lists of the pairs left tracked are written from it when the step ends, exactly sized.
+    log: Vec<(u64, u32)>,
+}
+
+impl Step {
+    /// Counts `count` occurrences of the made pair of `neighbour` in `word`.
+    #[inline(always)]
+    fn make(
+        made: &mut Vec<Made>,
+        log: &mut Vec<(u64, u32)>,
+        neighbour: &mut Neighbour,
+        pair: Pair,
+        on_left: bool,
+        count: i64,
+        word: u64,
+    ) -> Result<(), AllocError> {
+        if neighbour.made == NONE {
+            try_reserve(made, 1)?;
+            neighbour.made = made.len() as u32;
+            made.push(Made {
+                pair,
+                on_left,
+                tally: Tally::default(),
+                words: None,
+            });
+        }
+        made[neighbour.made as usize].tally.add(count, word);
+        if log.len() == log.capacity() {
+            try_reserve(log, 1)?;
+        }
+        log.push((word, neighbour.made));
+        Ok(())
+    }
+}
+
 /// The tracked pairs, and the pairs the current step makes.
 pub(super) struct PairCounts {
     tracked: FastMap<Pair, PairStats>,
-    /// The pairs the current step made (they hold its id), tracked or not when the step ends.
-    made: FastMap<Pair, PairStats>,
-    /// The id the current step makes.
-    id: u32,
+    step: Step,
     /// Pairs of this count or more are tracked.
     threshold: i64,
-}
-
-/// Room for one more pair in `map` (a check of the room left, as an insert makes anyway).
-#[inline]
-fn try_reserve_map(map: &mut FastMap<Pair, PairStats>) -> Result<(), AllocError> {
-    map.try_reserve(1)
-        .map_err(|_| AllocError::of::<(Pair, PairStats)>(map.len() + 1))
 }
 
 /// The fewest pairs worth tracking, however few merges are left: a few megabytes.
@@ -130,11 +202,18 @@ impl PairCounts {
     ) -> Result<PairCounts, AllocError> {
         let mut pairs = PairCounts {
             tracked: FastMap::default(),
-            made: FastMap::default(),
-            id: u32::MAX,
+            step: Step {
+                pair: (u32::MAX, u32::MAX),
+                id: u32::MAX,
+                left: Vec::new(),
+                right: Vec::new(),
+                made: Vec::new(),
+                log: Vec::new(),
+            },
             threshold: 1,
         };
-        pairs.rescan(words, budget)?;
+        // Before the first merge, every symbol is a byte.
+        pairs.rescan(words, 256, budget)?;
         Ok(pairs)
     }
 
@@ -166,33 +245,74 @@ impl PairCounts {
         self.tracked.get(pair).map(|s| s.count)
     }
 
-    /// Starts the step that merges `pair` into `id`: untracks `pair` and returns its words.
-    pub(super) fn begin_step(&mut self, pair: &Pair, id: u32) -> WordList {
-        self.id = id;
-        self.tracked
+    /// Starts the step that merges `pair` into `id`, the greatest id so far: untracks `pair` and
+    /// returns its words.
+    pub(super) fn begin_step(&mut self, pair: &Pair, id: u32) -> Result<WordList, AllocError> {
+        let step = &mut self.step;
+        let tokens = id as usize + 1;
+        for side in [&mut step.left, &mut step.right] {
+            try_reserve(side, tokens.saturating_sub(side.len()))?;
+            side.resize(tokens.max(side.len()), UNTOUCHED);
+        }
+        step.pair = *pair;
+        step.id = id;
+        Ok(self
+            .tracked
             .remove(pair)
             .map(|s| s.words)
-            .unwrap_or_default()
+            .unwrap_or_default())
     }
 
-    /// Ends the step: tracks the pairs it made that reach the threshold, and passes each to `push`.
+    /// Ends the step: takes what it lost off the tracked pairs (untracking those that fall below the
+    /// threshold), tracks the pairs it made that reach the threshold, and passes each to `push`.
     pub(super) fn end_step(
         &mut self,
         mut push: impl FnMut(Candidate) -> Result<(), AllocError>,
     ) -> Result<(), AllocError> {
-        self.tracked.try_reserve(self.made.len()).map_err(|_| {
-            AllocError::of::<(Pair, PairStats)>(self.tracked.len() + self.made.len())
-        })?;
-        for (pair, s) in self.made.drain() {
-            if s.count >= self.threshold {
-                push(Candidate {
-                    count: s.count,
-                    pair,
-                })?;
-                self.tracked.insert(pair, s);
+        let step = &mut self.step;
+        let (a, b) = step.pair;
+        let mut tracked_made = 0;
+        for m in &mut step.made {
+            // The made pair's neighbour is also the lost pair's: (x, id) beside (x, a), (id, y) beside
+            // (b, y). `(id, id)` has no lost pair: what was before it was `(id, a)`, a made pair.
+            let (neighbour, lost) = match m.on_left {
+                true => (&mut step.left[m.pair.0 as usize], (m.pair.0, a)),
+                false => (&mut step.right[m.pair.1 as usize], (b, m.pair.1)),
+            };
+            if neighbour.lost != 0 {
+                if let Entry::Occupied(mut s) = self.tracked.entry(lost) {
+                    s.get_mut().count -= neighbour.lost;
+                    if s.get().count < self.threshold {
+                        s.remove();
+                    }
+                }
+            }
+            *neighbour = UNTOUCHED;
+            if m.tally.count >= self.threshold {
+                m.words = Some(m.tally.list()?);
+                tracked_made += 1;
             }
         }
-        self.id = u32::MAX;
+        for &(word, made) in &step.log {
+            if let Some(words) = &mut step.made[made as usize].words {
+                words.push(word)?;
+            }
+        }
+        step.log.clear();
+        self.tracked
+            .try_reserve(tracked_made)
+            .map_err(|_| AllocError::of::<(Pair, PairStats)>(self.tracked.len() + tracked_made))?;
+        for m in step.made.drain(..) {
+            if let Some(words) = m.words {
+                let count = m.tally.count;
+                push(Candidate {
+                    count,
+                    pair: m.pair,
+                })?;
+                self.tracked.insert(m.pair, PairStats { count, words });
+            }
+        }
+        step.id = u32::MAX;
         Ok(())
     }
 
@@ -217,52 +337,99 @@ impl PairCounts {
     }
 
     /// Counts every pair of `words` afresh, sets the threshold so that about `budget` pairs are
-    /// tracked (all of them when there are not many more), and makes their word lists. Returns whether
-    /// some pair is left.
+    /// tracked (all of them when there are not many more), and makes their word lists. Every symbol of
+    /// the words is below `tokens`. Returns whether some pair is left.
     pub(super) fn rescan<S: Symbol>(
+        &mut self,
+        words: &Words<S>,
+        tokens: usize,
+        budget: usize,
+    ) -> Result<bool, AllocError> {
+        self.tracked = FastMap::default();
+        match tokens <= DENSE_TOKENS {
+            true => self.rescan_dense(words, tokens, budget),
+            false => self.rescan_sparse(words, budget),
+        }
+    }
+
+    /// [`Self::rescan`] with a table of every possible pair, indexed by its two ids: with few tokens
+    /// (the bytes, before the first merge), an index is cheaper than a hash-map lookup, and the pairs
+    /// are counted, then listed, once for each pair of symbols in the words.
+    fn rescan_dense<S: Symbol>(
+        &mut self,
+        words: &Words<S>,
+        tokens: usize,
+        budget: usize,
+    ) -> Result<bool, AllocError> {
+        let index = |pair: &[S]| pair[0].id() as usize * tokens + pair[1].id() as usize;
+        let mut tallies = Vec::new();
+        try_reserve(&mut tallies, tokens * tokens)?;
+        tallies.resize(tokens * tokens, Tally::default());
+        for (w, count, symbols) in words.iter() {
+            for pair in symbols.windows(2) {
+                tallies[index(pair)].add(count, w);
+            }
+        }
+        if !self.set_threshold(tallies.iter().filter(|t| t.count > 0), budget)? {
+            return Ok(false);
+        }
+        let threshold = self.threshold;
+        let mut lists = Vec::new();
+        try_reserve(&mut lists, tallies.len())?;
+        for t in &tallies {
+            lists.push(match t.count >= threshold {
+                true => t.list()?,
+                false => WordList::default(),
+            });
+        }
+        for (w, _, symbols) in words.iter() {
+            for pair in symbols.windows(2) {
+                let i = index(pair);
+                if tallies[i].count >= threshold {
+                    lists[i].push(w)?;
+                }
+            }
+        }
+        let tracked = tallies.iter().filter(|t| t.count >= threshold).count();
+        self.tracked
+            .try_reserve(tracked)
+            .map_err(|_| AllocError::of::<(Pair, PairStats)>(tracked))?;
+        for (i, (t, words)) in tallies.iter().zip(lists).enumerate() {
+            if t.count >= threshold {
+                let pair = ((i / tokens) as u32, (i % tokens) as u32);
+                let count = t.count;
+                self.tracked.insert(pair, PairStats { count, words });
+            }
+        }
+        Ok(true)
+    }
+
+    /// [`Self::rescan`] with a hash map of the pairs the words hold.
+    fn rescan_sparse<S: Symbol>(
         &mut self,
         words: &Words<S>,
         budget: usize,
     ) -> Result<bool, AllocError> {
-        self.tracked = FastMap::default();
-        // Per pair: its count, the bytes of its list, and the last word counted, for the list's size.
-        let mut all: FastMap<Pair, (i64, usize, u64)> = FastMap::default();
+        let mut all: FastMap<Pair, Tally> = FastMap::default();
         for (w, count, symbols) in words.iter() {
             for pair in symbols.windows(2) {
                 all.try_reserve(1)
-                    .map_err(|_| AllocError::of::<(Pair, (i64, usize, u64))>(all.len() + 1))?;
-                let (c, size, last) = all.entry((pair[0].id(), pair[1].id())).or_insert((0, 0, 0));
-                if *size == 0 {
-                    *size = varint_size(w);
-                } else if *last != w {
-                    *size += varint_size(w - *last);
-                }
-                *c += count;
-                *last = w;
+                    .map_err(|_| AllocError::of::<(Pair, Tally)>(all.len() + 1))?;
+                all.entry((pair[0].id(), pair[1].id()))
+                    .or_default()
+                    .add(count, w);
             }
         }
-        if all.is_empty() {
+        if !self.set_threshold(all.values(), budget)? {
             return Ok(false);
         }
-        let mut counts = Vec::new();
-        try_reserve(&mut counts, all.len())?;
-        counts.extend(all.values().map(|&(c, _, _)| c));
-        self.threshold = match all.len() > budget.saturating_mul(2) {
-            true => threshold_for(&mut counts, budget),
-            false => 1,
-        };
-        drop(counts);
         let threshold = self.threshold;
-        all.retain(|_, &mut (c, _, _)| c >= threshold);
+        all.retain(|_, t| t.count >= threshold);
         self.tracked
             .try_reserve(all.len())
             .map_err(|_| AllocError::of::<(Pair, PairStats)>(all.len()))?;
-        for (&pair, &(count, size, _)) in &all {
-            let mut words = WordList::default();
-            words
-                .bytes
-                .try_reserve_exact(size)
-                .map_err(|_| AllocError::of::<u8>(size))?;
+        for (&pair, t) in &all {
+            let (count, words) = (t.count, t.list()?);
             self.tracked.insert(pair, PairStats { count, words });
         }
         drop(all);
@@ -276,35 +443,108 @@ impl PairCounts {
         }
         Ok(true)
     }
+
+    /// Sets the threshold so that about `budget` of the pairs `tallies` counts are tracked (all of
+    /// them when there are not many more); returns whether there is any pair.
+    fn set_threshold<'t>(
+        &mut self,
+        tallies: impl Iterator<Item = &'t Tally> + Clone,
+        budget: usize,
+    ) -> Result<bool, AllocError> {
+        let pairs = tallies.clone().count();
+        if pairs == 0 {
+            return Ok(false);
+        }
+        self.threshold = match pairs > budget.saturating_mul(2) {
+            true => {
+                let mut counts = Vec::new();
+                try_reserve(&mut counts, pairs)?;
+                counts.extend(tallies.map(|t| t.count));
+                threshold_for(&mut counts, budget)
+            }
+            false => 1,
+        };
+        Ok(true)
+    }
 }
 
-impl PairChanges for PairCounts {
-    /// Takes `count` off `pair`, which the step removed from a word; a tracked pair that falls below
-    /// the threshold is untracked.
+/// A pair as a rescan counts it: its count, and the bytes of its word list with the last word counted
+/// in them, so that the list is made at its exact size.
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    count: i64,
+    size: usize,
+    last: u64,
+}
+
+impl Tally {
+    /// Counts an occurrence in word `w` of `count` occurrences; `w` is never smaller than the last.
     #[inline]
-    fn sub(&mut self, pair: Pair, count: i64) {
-        // A pair that holds the step's id is one the step made: it is kept or not when the step ends.
-        let made = pair.0 == self.id || pair.1 == self.id;
-        let map = if made {
-            &mut self.made
-        } else {
-            &mut self.tracked
-        };
-        if let Entry::Occupied(mut s) = map.entry(pair) {
-            s.get_mut().count -= count;
-            if !made && s.get().count < self.threshold {
-                s.remove();
-            }
+    fn add(&mut self, count: i64, w: u64) {
+        if self.size == 0 {
+            self.size = varint_size(w);
+        } else if self.last != w {
+            self.size += varint_size(w - self.last);
         }
+        self.count += count;
+        self.last = w;
     }
 
-    /// Adds `count` to `pair`, which the step made in `word` (it holds the step's id).
+    /// An empty word list with room for the words counted.
+    fn list(&self) -> Result<WordList, AllocError> {
+        let mut words = WordList::default();
+        words
+            .bytes
+            .try_reserve_exact(self.size)
+            .map_err(|_| AllocError::of::<u8>(self.size))?;
+        Ok(words)
+    }
+}
+
+/// The most tokens for which a rescan counts pairs in a table of every possible pair (as many entries
+/// as tokens squared): the bytes, before the first merge.
+const DENSE_TOKENS: usize = 256;
+
+impl PairChanges for PairCounts {
     #[inline]
-    fn add(&mut self, pair: Pair, count: i64, word: u64) -> Result<(), AllocError> {
-        try_reserve_map(&mut self.made)?;
-        let s = self.made.entry(pair).or_default();
-        s.count += count;
-        s.words.push(word)
+    fn left(&mut self, x: u32, count: i64, word: u64) -> Result<(), AllocError> {
+        let step = &mut self.step;
+        if x == step.id {
+            // The occurrence follows another in the word: the pair before it was `(id, a)`, which
+            // the step made itself.
+            let made = step.right[step.pair.0 as usize].made;
+            if made != NONE {
+                step.made[made as usize].tally.count -= count;
+            }
+        } else {
+            step.left[x as usize].lost += count;
+        }
+        let neighbour = &mut step.left[x as usize];
+        Step::make(
+            &mut step.made,
+            &mut step.log,
+            neighbour,
+            (x, step.id),
+            true,
+            count,
+            word,
+        )
+    }
+
+    #[inline]
+    fn right(&mut self, y: u32, count: i64, word: u64) -> Result<(), AllocError> {
+        let step = &mut self.step;
+        let neighbour = &mut step.right[y as usize];
+        neighbour.lost += count;
+        Step::make(
+            &mut step.made,
+            &mut step.log,
+            neighbour,
+            (step.id, y),
+            false,
+            count,
+            word,
+        )
     }
 }
 

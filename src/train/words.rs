@@ -76,12 +76,13 @@ impl Symbol for u32 {
     }
 }
 
-/// What a merge reports of the pairs around each occurrence it rewrites ([`super::pairs::PairCounts`]).
+/// What a merge reports of the pairs around each occurrence of its pair `(a, b)` it rewrites into `id`
+/// ([`super::pairs::PairCounts`]), in a word of `count` occurrences at offset `word`.
 pub(super) trait PairChanges {
-    /// `pair` lost `count` occurrences.
-    fn sub(&mut self, pair: Pair, count: i64);
-    /// `pair`, which holds the merge's new id, gained `count` occurrences in the word at `word`.
-    fn add(&mut self, pair: Pair, count: i64, word: u64) -> Result<(), AllocError>;
+    /// The occurrence had `x` before it: `(x, a)` lost `count` occurrences, `(x, id)` gained them.
+    fn left(&mut self, x: u32, count: i64, word: u64) -> Result<(), AllocError>;
+    /// The occurrence had `y` after it: `(b, y)` lost `count` occurrences, `(id, y)` gained them.
+    fn right(&mut self, y: u32, count: i64, word: u64) -> Result<(), AllocError>;
 }
 
 /// The distinct pre-tokens of length two or more, as records of token ids end to end. A word shrinks in
@@ -140,9 +141,9 @@ impl<S: Symbol> Words<S> {
     }
 
     /// Replaces every occurrence of `pair` (left to right, without overlap) by `id` in the words
-    /// `holders` names (offsets, as [`Self::iter`] gives them), and updates the counts of the pairs
-    /// around each occurrence in `pairs`: the pairs it removes lose the word's count, and the pairs it
-    /// makes (they hold `id`) gain it.
+    /// `holders` names (offsets, as [`Self::iter`] gives them), and reports the neighbours of each
+    /// occurrence to `pairs`: the pairs it removes lose the word's count, and the pairs it makes (they
+    /// hold `id`) gain it.
     pub(super) fn merge(
         &mut self,
         pair: Pair,
@@ -176,35 +177,54 @@ impl<S: Symbol> Words<S> {
             let (count, span) = S::read_header(record);
             let count = count as i64;
             let symbols = &mut record[S::HEADER..S::HEADER + span as usize];
-            let len = live(symbols).len();
             // Rewrite in place: `out` trails `read`, so the symbol before an occurrence is already
-            // rewritten (it may be `id` itself), which is what the new left pair must use.
-            let (mut read, mut out) = (0, 0);
-            while read < len {
-                if read + 1 < len && symbols[read] == a && symbols[read + 1] == b {
-                    if out > 0 {
-                        let prev = symbols[out - 1].id();
-                        pairs.sub((prev, pair.0), count);
-                        pairs.add((prev, id), count, w)?;
-                    }
-                    if read + 2 < len {
-                        let next = symbols[read + 2].id();
-                        pairs.sub((pair.1, next), count);
-                        pairs.add((id, next), count, w)?;
-                    }
-                    symbols[out] = new;
-                    read += 2;
-                } else {
-                    symbols[out] = symbols[read];
-                    read += 1;
+            // rewritten (it may be `id` itself), which is what the new left pair must use. Symbols
+            // before the first occurrence stay where they are; those between occurrences move left.
+            let (mut read, found) = next_occurrence(symbols, 0, a, b);
+            if !found {
+                continue;
+            }
+            let mut out = read;
+            loop {
+                if out > 0 {
+                    pairs.left(symbols[out - 1].id(), count, w)?;
                 }
+                let after = read + 2;
+                if let Some(&y) = symbols.get(after).filter(|&&y| y != S::END) {
+                    pairs.right(y.id(), count, w)?;
+                }
+                symbols[out] = new;
                 out += 1;
+                let (end, found) = next_occurrence(symbols, after, a, b);
+                for i in after..end {
+                    symbols[out + i - after] = symbols[i];
+                }
+                out += end - after;
+                read = end;
+                if !found {
+                    break;
+                }
             }
-            if out < len {
-                symbols[out] = S::END;
-            }
+            // A merge shortened the word: `out` is within its span.
+            symbols[out] = S::END;
         }
         Ok(())
+    }
+}
+
+/// The first occurrence of `(a, b)` in the live symbols of `span` from `from` on, and true; or where
+/// the live symbols end (the first `END`, or the span's end), and false. One pass finds both, since
+/// neither `a` nor `b` is `END`.
+#[inline(always)]
+fn next_occurrence<S: Symbol>(span: &[S], from: usize, a: S, b: S) -> (usize, bool) {
+    let rest = &span[from..];
+    match rest
+        .windows(2)
+        .position(|p| p[0] == S::END || (p[0] == a && p[1] == b))
+    {
+        Some(i) => (from + i, rest[i] != S::END),
+        // No window left: the last symbol alone, live or `END`.
+        None => (span.len() - (span.last() == Some(&S::END)) as usize, false),
     }
 }
 
