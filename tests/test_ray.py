@@ -291,9 +291,29 @@ def test_no_cluster_at_the_address_is_a_connection_error(tmp_path: Path) -> None
     assert "ray start --head" in last
 
 
+def parent(pid: int) -> int:
+    """The parent of process ``pid`` (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            # The field after the name, which is in parentheses and may hold spaces, is the state.
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def descends_from_this_process(pid: int) -> bool:
+    """Whether ``pid`` was started by this process or its children (this test's cluster, which
+    ``ray.init`` started: its raylet starts the workers), not by another one on the machine."""
+    while pid > 1:
+        pid = parent(pid)
+        if pid == os.getpid():
+            return True
+    return False
+
+
 def kill_when_running(title: str, stop: threading.Event, killed: list[int]) -> None:
-    """Kills with SIGKILL the first process whose title starts with ``title`` (a Ray worker running
-    that task), then returns; or returns when ``stop`` is set."""
+    """Kills with SIGKILL the first process of this test's cluster whose title starts with ``title`` (a
+    Ray worker running that task), then returns; or returns when ``stop`` is set."""
     while not stop.is_set():
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
@@ -301,7 +321,7 @@ def kill_when_running(title: str, stop: threading.Event, killed: list[int]) -> N
                     command = f.read()
             except OSError:
                 continue
-            if command.startswith(title.encode()):
+            if command.startswith(title.encode()) and descends_from_this_process(int(pid)):
                 os.kill(int(pid), signal.SIGKILL)
                 killed.append(int(pid))
                 return
