@@ -147,8 +147,9 @@ struct Step {
     /// Indexed by token id: `y` of `(b, y)` and `(id, y)`.
     right: Vec<Neighbour>,
     made: Vec<Made>,
-    /// Each word that made a pair, with the pair's index in `made`, in the order the step visits them:
-    /// the lists of the pairs left tracked are written from it when the step ends, exactly sized.
+    /// Each word that made a pair, once for each pair it made, with the pair's index in `made`, in the
+    /// order the step visits them: the lists of the pairs left tracked are written from it when the
+    /// step ends, exactly sized.
     log: Vec<(u64, u32)>,
 }
 
@@ -174,11 +175,17 @@ impl Step {
                 words: None,
             });
         }
-        made[neighbour.made as usize].tally.add(count, word);
-        if log.len() == log.capacity() {
-            try_reserve(log, 1)?;
+        let tally = &mut made[neighbour.made as usize].tally;
+        // A word is logged once a made pair, however many times it holds the pair: a word of
+        // millions of occurrences would otherwise log as many.
+        let new_word = tally.size == 0 || tally.last != word;
+        tally.add(count, word);
+        if new_word {
+            if log.len() == log.capacity() {
+                try_reserve(log, 1)?;
+            }
+            log.push((word, neighbour.made));
         }
-        log.push((word, neighbour.made));
         Ok(())
     }
 }
