@@ -154,7 +154,7 @@ impl Encoder {
         (&self.specials, &self.special_ids)
     }
 
-    /// Appends the ids of `text` to `out`, with caches kept from earlier calls (see [`ScratchPool`]).
+    /// Appends the ids of `text` to `out`, with caches kept from earlier calls (see `ScratchPool`).
     /// Fails when memory runs out (`out` then holds the ids of part of the text).
     pub fn encode(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
         self.scratches
@@ -163,7 +163,7 @@ impl Encoder {
     }
 
     /// [`Self::encode`] that gives up with [`Error::Interrupted`] (and `out` half written) soon after
-    /// `cancel` is set: the text is encoded a block of about [`CANCEL_BLOCK`] bytes at a time, cut
+    /// `cancel` is set: the text is encoded a block of about `CANCEL_BLOCK` bytes at a time, cut
     /// where cutting changes nothing, and the merge loop of a long piece looks at `cancel` too.
     pub fn encode_cancellable(
         &self,

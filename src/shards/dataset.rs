@@ -268,7 +268,7 @@ impl DatasetWork<'_, '_> {
     }
 }
 
-/// Encodes the documents of `jobs` into shards in `folder` ([`ShardWriter`]: written under temporary
+/// Encodes the documents of `jobs` into shards in `folder` (`ShardWriter`: written under temporary
 /// names, renamed into place when whole), on `options.num_threads` worker threads (fewer when not all
 /// can start), and calls `on_shard` with each shard once it is in place, and what its inputs held.
 ///

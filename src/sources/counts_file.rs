@@ -80,7 +80,7 @@ fn put_varint(out: &mut impl Write, mut n: u64) -> io::Result<()> {
 }
 
 impl CorpusCounts {
-    /// The counts file of these counts (see [`crate::sources`]'s `counts_file`), in memory: a few
+    /// The counts file of these counts (see the module `sources::counts_file`), in memory: a few
     /// bytes a distinct pre-token.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         counts_to_bytes(self)
@@ -92,7 +92,7 @@ impl CorpusCounts {
         counts_from_bytes(data, name)
     }
 
-    /// The transfer form of these counts (see [`crate::sources`]'s `counts_file`): a walk of the map.
+    /// The transfer form of these counts (see the module `sources::counts_file`): the map walked.
     pub fn to_transfer(&self) -> Result<Vec<u8>> {
         counts_to_transfer(self)
     }

@@ -50,7 +50,7 @@ pub struct TrainOptions {
     pub special_tokens: Vec<String>,
     /// Threads for reading and counting; `None` uses every core (see [`crate::thread_count`]).
     pub num_threads: Option<usize>,
-    /// Target size of the pieces the input is read in (see [`crate::chunks`]).
+    /// Target size of the pieces the input is read in (see the module `chunks`).
     pub chunk_size: usize,
     /// Also count the tokens the training text encodes to ([`Trained::tokens`]): one more pass, which
     /// encodes each distinct pre-token once. That takes memory as encoding does, which for a corpus of
