@@ -115,6 +115,12 @@ impl CorpusCounts {
         &self.pretokens
     }
 
+    /// The counts of the pre-tokens, to add to in place (the totals are added apart, as
+    /// [`Self::update`] adds them).
+    pub(crate) fn pretokens_mut(&mut self) -> &mut PreTokenCounts {
+        &mut self.pretokens
+    }
+
     /// The counts of the pre-tokens, taken: for training that frees them as it goes.
     pub fn into_pretokens(self) -> PreTokenCounts {
         self.pretokens
@@ -790,12 +796,10 @@ pub fn count_texts<'t>(
                 break;
             }
             if counted.is_none() {
-                if let Some(counts) = take() {
-                    counted = Some(Counted {
-                        counts,
-                        documents: 0,
-                    });
-                }
+                counted = take().map(|counts| Counted {
+                    counts,
+                    documents: 0,
+                });
             }
             let counts = match counts_of(&mut counted) {
                 Ok(counts) => counts,

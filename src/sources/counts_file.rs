@@ -112,15 +112,7 @@ impl CorpusCounts {
         let body = transfer_body(data, name)?;
         let transfer = read_transfer(body).map_err(|e| e.named(name))?;
         self.update(&transfer.totals)?;
-        // Counts lend no map to add to in place: this one is taken out and put back with the same totals.
-        let taken = std::mem::replace(self, CorpusCounts::new()?);
-        let (documents, skipped) = (taken.documents(), taken.skipped());
-        let tokens = taken.special_tokens().unwrap_or_default().to_vec();
-        let messages = taken.skipped_errors().to_vec();
-        let mut pretokens = taken.into_pretokens();
-        let added = add_transfer(body, &transfer, &mut pretokens);
-        *self = with_messages(pretokens, documents, skipped, tokens, messages);
-        added.map_err(|e| e.named(name))
+        add_transfer(body, &transfer, self.pretokens_mut()).map_err(|e| e.named(name))
     }
 }
 
