@@ -12,7 +12,9 @@ import doctest
 import importlib
 import inspect
 import pkgutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -54,7 +56,9 @@ def test_the_package_holds_exactly_the_listed_modules() -> None:
 
 
 @pytest.mark.parametrize("name", MODULES)
-def test_docstring_examples(name: str) -> None:
+def test_docstring_examples(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The examples make their files with tempfile, as a reader would; here they go under tmp_path.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
     assert (result.attempted > 0) == (name not in WITHOUT_EXAMPLES), result

@@ -218,8 +218,11 @@ def test_counts_added_by_the_driver_or_by_a_tree_are_one_machines_messages_inclu
         assert counts.skipped_errors == expected.skipped_errors
 
 
-def test_the_docstring_examples_run_on_a_cluster(cluster: None) -> None:
-    """The module's examples, skipped where no cluster is, run here."""
+def test_the_docstring_examples_run_on_a_cluster(
+    cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module's examples, skipped where no cluster is, run here (their files under tmp_path)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     finder = doctest.DocTestFinder()
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     tests = finder.find(bytepair.ray)

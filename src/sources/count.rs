@@ -843,13 +843,28 @@ mod tests {
     use std::io::Write;
     use std::path::PathBuf;
 
-    /// A folder of its own for each test.
-    fn folder(name: &str) -> PathBuf {
+    /// A folder of its own for each test, removed when the test ends (also when it fails).
+    struct Folder(PathBuf);
+
+    impl std::ops::Deref for Folder {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Folder {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn folder(name: &str) -> Folder {
         let dir =
             std::env::temp_dir().join(format!("bytepair-sources-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        dir
+        Folder(dir)
     }
 
     fn write(dir: &Path, name: &str, bytes: &[u8]) -> (PathBuf, SourceKind) {
