@@ -183,3 +183,59 @@ def test_one_10mb_pre_token_costs_memory_linear_in_its_length(tmp_path: Path) ->
     """
     tokens, peak = peak_rss_mb(encode, str(src))
     assert tokens.strip() == "10" and peak < 500, peak
+
+
+PARQUET_ROW_GROUP = """
+    import sys, bytepair
+    path, kind = sys.argv[1], sys.argv[2]
+    if kind == "encode":
+        tok = bytepair.Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"th", 257: b"<|endoftext|>"},
+                                 [(b"t", b"h")], ["<|endoftext|>"])
+        print(tok.encode_dataset(path, sys.argv[3], format="bin", num_threads=2).tokens)
+    else:
+        print(bytepair.count_pretokens(path, ["<|endoftext|>"], num_threads=2).total())
+"""
+
+
+@pytest.mark.parametrize("kind", ["encode", "count"])
+def test_parquet_memory_grows_neither_with_the_row_group_nor_the_document(
+    block: str, tmp_path: Path, kind: str
+) -> None:
+    """The same 200 MB of documents in row groups of 2,000 rows, then as one row group (pyarrow writes up
+    to a million rows in one, and reads a row group's column chunk whole unless told to buffer it), then
+    joined into documents of 1 MB (rows are read in batches of about a fixed size of text, not a fixed
+    number of rows): no higher a peak than the first, within a few MB, and the same result for the first
+    two."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pieces = [d for d in block.split(EOT) if d] * (200 * MB // len(block))
+    # Distinct documents, as real ones are (pyarrow stores repeated ones as a dictionary).
+    documents = [f"{i} {d}" for i, d in enumerate(pieces)]
+    long_documents, current, length = [], [], 0
+    for d in documents:
+        current.append(d)
+        length += len(d)
+        if length > MB:
+            long_documents.append(" ".join(current))
+            current, length = [], 0
+    variants = {
+        "row groups of 2,000 rows": (documents, 2000),
+        "one row group": (documents, len(documents)),
+        "documents of 1 MB": (long_documents, len(long_documents)),
+    }
+    results, peaks = {}, {}
+    for name, (texts, rows) in variants.items():
+        path = tmp_path / f"{len(results)}.parquet"
+        # A data page is read whole, and pyarrow ends one only every write_batch_size rows (1,024 by
+        # default), so a page of the 1 MB documents would hold them all: write them a page each.
+        batch = 1 if texts is long_documents else 1024
+        pq.write_table(pa.table({"text": texts}), path, row_group_size=rows, write_batch_size=batch)
+        out, peaks[name] = peak_rss_mb(
+            PARQUET_ROW_GROUP, str(path), kind, str(tmp_path / f"out{len(results)}")
+        )
+        results[name] = int(out)
+    assert results["one row group"] == results["row groups of 2,000 rows"] > 10 * MB
+    assert results["documents of 1 MB"] > 10 * MB
+    usual = peaks["row groups of 2,000 rows"]
+    assert all(peak - usual < 25 for peak in peaks.values()), peaks
+    assert max(peaks.values()) < 300, peaks

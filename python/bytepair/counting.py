@@ -33,7 +33,7 @@ from ._common import (
     write_atomically,
 )
 from ._progress import ProgressBar
-from .sources import Source, SourceFile, resolve
+from .sources import PARQUET_READING, Source, SourceFile, parquet_batch_rows, resolve
 
 __all__ = ["CountPart", "PreTokenCounts", "count_part", "count_parts", "count_pretokens", "plan_parts"]
 
@@ -43,8 +43,9 @@ ProgressCallback = Callable[[str, int, int], None]
 # document): large enough that starting threads and merging their counts cost little, small enough that
 # a batch's copy is no memory to speak of.
 _BATCH_CHARACTERS = 1 << 20
-# Parquet rows are read in batches of this many: a few tens of megabytes of web documents.
-_PARQUET_ROWS = 8192
+# Parquet rows are read in batches of about this many bytes of text (sources.parquet_batch_rows): each
+# thread holds one, and the cost of a batch is small against counting it.
+_PARQUET_BATCH_BYTES = 16 << 20
 
 
 class PreTokenCounts(_core.PreTokenCounts):
@@ -327,7 +328,7 @@ def _parquet_parts(f: SourceFile, part_bytes: int) -> list[CountPart]:
     try:
         import pyarrow.parquet as pq
 
-        meta = pq.ParquetFile(f.path).metadata
+        meta = pq.ParquetFile(f.path, **PARQUET_READING).metadata
     except Exception:  # no pyarrow, or a damaged file: counting the whole part says which, as it should
         return [CountPart(f, size=f.size)]
     rows = max(meta.num_rows, 1)
@@ -449,8 +450,9 @@ class _RowGroup:
     """One row group of a Parquet file to count: where it is, its first row, and its share of the file's
     bytes (for progress)."""
 
-    def __init__(self, path: str, index: int, first_row: int, size: int) -> None:
+    def __init__(self, path: str, index: int, first_row: int, size: int, batch_rows: int) -> None:
         self.path, self.index, self.first_row, self.size = path, index, first_row, size
+        self.batch_rows = batch_rows
 
 
 def _count_parquet(
@@ -477,18 +479,19 @@ def _count_parquet(
     tasks: list[_RowGroup] = []
     for f in files:
         try:
-            parquet = pq.ParquetFile(f.path)
+            parquet = pq.ParquetFile(f.path, **PARQUET_READING)
         except (pa.ArrowException, OSError) as e:
             counts._add_skipped(_damaged(e, f"{f.path}: not a Parquet file, or a corrupt one ({e})", skip))
             continue
         _check_column(parquet.schema_arrow, f.path, text_field)
         meta = parquet.metadata
         rows = max(meta.num_rows, 1)
+        batch_rows = parquet_batch_rows(meta, text_field, _PARQUET_BATCH_BYTES)
         first = 0
         for i in range(meta.num_row_groups):
             group_rows = meta.row_group(i).num_rows
             if row_groups is None or row_groups[0] <= i < row_groups[1]:
-                tasks.append(_RowGroup(f.path, i, first, f.size * group_rows // rows))
+                tasks.append(_RowGroup(f.path, i, first, f.size * group_rows // rows, batch_rows))
             first += group_rows
     # Each thread counts all its row groups into one set of counts: the first thread into ``counts``
     # itself, the others into counts of their own, added to ``counts`` at the end. Adding each row
@@ -515,9 +518,9 @@ def _count_parquet(
         try:
             files_open = getattr(local, "files", None)
             if files_open is None or task.path not in files_open:
-                local.files = {task.path: pq.ParquetFile(task.path)}
+                local.files = {task.path: pq.ParquetFile(task.path, **PARQUET_READING)}
             batches = local.files[task.path].iter_batches(
-                batch_size=_PARQUET_ROWS, row_groups=[task.index], columns=[text_field], use_threads=False
+                batch_size=task.batch_rows, row_groups=[task.index], columns=[text_field], use_threads=False
             )
             for batch in batches:
                 column = _strings(batch.column(0), pa)

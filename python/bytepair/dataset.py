@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from . import _core, shards
 from ._common import PathLike, check_num_threads, path_str, write_atomically
 from ._progress import ProgressBar
-from .sources import Source, SourceFile, resolve
+from .sources import PARQUET_READING, Source, SourceFile, parquet_batch_rows, resolve
 from .sources import shard as part_of
 
 if TYPE_CHECKING:
@@ -274,7 +274,7 @@ def _parquet_batches(path: str, size: int, text_field: str) -> Iterator[tuple[in
             "reading .parquet files needs pyarrow: pip install 'bytepair[parquet]' (or pyarrow)"
         ) from None
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(path, **PARQUET_READING)
     except (pa.ArrowException, OSError) as e:
         if isinstance(e, OSError) and e.errno is not None:
             raise
@@ -283,19 +283,8 @@ def _parquet_batches(path: str, size: int, text_field: str) -> Iterator[tuple[in
     if schema.get_field_index(text_field) < 0:
         names = ", ".join(repr(n) for n in schema.names)
         raise ValueError(f"{path}: no column {text_field!r} (its columns: {names})")
-    meta = parquet.metadata
-    rows = max(meta.num_rows, 1)
-    column_index = next(
-        (i for i in range(meta.num_columns) if meta.schema.column(i).path == text_field), None
-    )
-    text_bytes = (
-        sum(
-            meta.row_group(g).column(column_index).total_uncompressed_size for g in range(meta.num_row_groups)
-        )
-        if column_index is not None
-        else 0
-    )
-    batch_rows = max(1, min(65536, _PARQUET_BATCH_BYTES * rows // max(text_bytes, 1)))
+    rows = max(parquet.metadata.num_rows, 1)
+    batch_rows = parquet_batch_rows(parquet.metadata, text_field, _PARQUET_BATCH_BYTES)
     row = 0
     try:
         for batch in parquet.iter_batches(batch_size=batch_rows, columns=[text_field], use_threads=False):
