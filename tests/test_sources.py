@@ -331,7 +331,7 @@ def test_parquet_reads_every_string_column_in_row_groups_and_batches(
 ) -> None:
     from bytepair import counting
 
-    monkeypatch.setattr(counting, "_PARQUET_BATCH_BYTES", 1)  # batches of a row, inside row groups
+    monkeypatch.setattr(counting, "parquet_batch_rows", lambda *_: 3)  # batches that split row groups
     docs = DOCS * 5
     column = {
         "string": pa.array(docs, pa.string()),

@@ -486,11 +486,11 @@ def _count_parquet(
         _check_column(parquet.schema_arrow, f.path, text_field)
         meta = parquet.metadata
         rows = max(meta.num_rows, 1)
-        batch_rows = parquet_batch_rows(meta, text_field, _PARQUET_BATCH_BYTES)
         first = 0
         for i in range(meta.num_row_groups):
             group_rows = meta.row_group(i).num_rows
             if row_groups is None or row_groups[0] <= i < row_groups[1]:
+                batch_rows = parquet_batch_rows(meta, text_field, _PARQUET_BATCH_BYTES, i)
                 tasks.append(_RowGroup(f.path, i, first, f.size * group_rows // rows, batch_rows))
             first += group_rows
     # Each thread counts all its row groups into one set of counts: the first thread into ``counts``

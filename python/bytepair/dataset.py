@@ -283,11 +283,20 @@ def _parquet_batches(path: str, size: int, text_field: str) -> Iterator[tuple[in
     if schema.get_field_index(text_field) < 0:
         names = ", ".join(repr(n) for n in schema.names)
         raise ValueError(f"{path}: no column {text_field!r} (its columns: {names})")
-    rows = max(parquet.metadata.num_rows, 1)
-    batch_rows = parquet_batch_rows(parquet.metadata, text_field, _PARQUET_BATCH_BYTES)
+    meta = parquet.metadata
+    rows = max(meta.num_rows, 1)
     row = 0
     try:
-        for batch in parquet.iter_batches(batch_size=batch_rows, columns=[text_field], use_threads=False):
+        for batch in (
+            batch
+            for group in range(meta.num_row_groups)
+            for batch in parquet.iter_batches(
+                batch_size=parquet_batch_rows(meta, text_field, _PARQUET_BATCH_BYTES, group),
+                row_groups=[group],
+                columns=[text_field],
+                use_threads=False,
+            )
+        ):
             column = batch.column(0)
             if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
                 try:

@@ -36,10 +36,12 @@ Tasks are retried by Ray when their worker or node dies (a ``kill -9``), and the
 an error in the data (a bad record in strict mode, invalid UTF-8) raises the task's own exception
 (ValueError, OSError...), naming the file and the line, row or offset. No address answering, or the
 cluster lost during a run, raises ConnectionError; the shards written before are kept and recorded,
-and a later run resumes. On an error or Ctrl-C the call raises at once, and the counting tasks still
-running are not cancelled (in Ray, cancelling a task as its result arrives can abort the driver): they
-end with the connection when this module made it, and otherwise run to their end, their results
-dropped.
+and a later run resumes. On an error or Ctrl-C, counting (:func:`count_pretokens`, :func:`train_bpe`)
+raises at once without cancelling its other tasks (in Ray, cancelling a task as its result arrives can
+abort the driver): they end with the connection when this module made it, and otherwise run to their
+end, their results dropped. :func:`encode_dataset` lets the shards under way finish after an error in
+the data (they are recorded, and no more begin); on Ctrl-C or a lost cluster it stops its actors
+(``ray.kill``; Ray ignores the reply of a task whose actor it has marked dead).
 
 Sources are files (paths, directories, patterns): an iterable of str lives in the driver's process,
 where :func:`bytepair.count_pretokens` counts it (the counts add up with these).
