@@ -180,7 +180,6 @@ impl CorpusCounts {
     /// total would pass 2^64 - 1, and when memory runs out (with part of `other` added).
     pub fn update(&mut self, other: &CorpusCounts) -> Result<()> {
         self.check_tokens(other.special_tokens())?;
-        let overflow = || Error::InvalidCounts("a count would pass 2^64 - 1".to_string());
         let documents = self
             .documents
             .checked_add(other.documents)
@@ -189,7 +188,22 @@ impl CorpusCounts {
             .skipped
             .checked_add(other.skipped)
             .ok_or_else(overflow)?;
-        let theirs = &other.pretokens;
+        self.add_pretokens(&other.pretokens)?;
+        self.documents = documents;
+        self.skipped = skipped;
+        let room = MAX_KEPT_ERRORS.saturating_sub(self.skipped_errors.len());
+        self.skipped_errors
+            .extend(other.skipped_errors.iter().take(room).cloned());
+        if self.special_tokens.is_none() {
+            self.special_tokens = other.special_tokens.clone();
+        }
+        Ok(())
+    }
+
+    /// Adds the pre-token counts `theirs`, with their bytes and special-token occurrences, to these
+    /// counts' own; fails, changing nothing, when a total would pass 2^64 - 1, and when memory runs
+    /// out (with part of `theirs` added).
+    fn add_pretokens(&mut self, theirs: &PreTokenCounts) -> Result<()> {
         // Every occurrence of a pre-token is at least a byte of text, so no count is more than the
         // bytes, and no sum of counts can overflow when the sum of the bytes does not (a counts file
         // is checked for this when read).
@@ -205,26 +219,21 @@ impl CorpusCounts {
             .map_err(|e| e.named("the counts of pre-tokens"))?;
         self.pretokens
             .add_totals(theirs.bytes(), theirs.special_occurrences());
-        self.documents = documents;
-        self.skipped = skipped;
-        let room = MAX_KEPT_ERRORS.saturating_sub(self.skipped_errors.len());
-        self.skipped_errors
-            .extend(other.skipped_errors.iter().take(room).cloned());
-        if self.special_tokens.is_none() {
-            self.special_tokens = other.special_tokens.clone();
-        }
         Ok(())
+    }
+
+    /// Whether these counts hold no pre-token, byte of text or special-token occurrence yet.
+    fn no_pretokens(&self) -> bool {
+        self.pretokens.is_empty()
+            && self.pretokens.bytes() == 0
+            && self.pretokens.special_occurrences() == 0
     }
 
     /// Adds `other` to these counts as [`Self::update`] does, but takes its tables when these counts
     /// hold nothing yet, rather than copying them: a count of files made anew, then added to the
     /// counts of a call, would otherwise be held twice at the end of counting.
     pub fn update_owned(&mut self, other: CorpusCounts) -> Result<()> {
-        let empty = self.pretokens.is_empty()
-            && self.pretokens.bytes() == 0
-            && self.pretokens.special_occurrences() == 0
-            && (self.documents, self.skipped) == (0, 0);
-        if !empty {
+        if !(self.no_pretokens() && (self.documents, self.skipped) == (0, 0)) {
             return self.update(&other);
         }
         self.check_tokens(other.special_tokens())?;
@@ -249,10 +258,15 @@ impl CorpusCounts {
     /// Adds the pre-tokens that [`count_texts`] counted into `kept` to these counts, which must
     /// have been made with the same special tokens (they are those the counts `count_texts` returned
     /// were made with, and these counts were added to).
+    /// The first set is taken whole when these counts hold no pre-token yet (as they do after
+    /// `count_texts`, which counts none into the counts it returns), rather than copied.
     pub fn add_kept(&mut self, kept: Vec<PreTokenCounts>) -> Result<()> {
-        let specials = self.special_tokens.clone().unwrap_or_default();
         for pretokens in kept {
-            self.update(&CorpusCounts::from_parts(pretokens, 0, 0, specials.clone()))?;
+            if self.no_pretokens() {
+                self.pretokens = pretokens;
+            } else {
+                self.add_pretokens(&pretokens)?;
+            }
         }
         Ok(())
     }
@@ -365,6 +379,11 @@ pub struct SourceOptions<'a> {
     pub chunk_size: usize,
     /// How many threads count (see [`crate::thread_count`]).
     pub threads: usize,
+}
+
+/// The error of counts whose sum would not fit their 64 bits.
+fn overflow() -> Error {
+    Error::InvalidCounts("a count would pass 2^64 - 1".to_string())
 }
 
 /// A place in the sources: a file (or text) and a line or offset in it. Errors are ordered by it.
