@@ -43,7 +43,7 @@ const TRANSFER_MAGIC: &[u8; 8] = b"BPCMOVED";
 const TRANSFER_VERSION: u32 = 1;
 
 /// Pre-tokens of the transfer form added to the map a run at a time, the runs in a scrambled order
-/// (see `counts_from_transfer`).
+/// (see `add_transfer`).
 const BLOCK: usize = 16;
 
 /// The zstd level: fast, and within a few percent of the size of much slower levels on sorted counts.
