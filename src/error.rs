@@ -89,6 +89,22 @@ pub enum Error {
         /// What the decoder said.
         why: String,
     },
+    /// A file that is not Parquet, or whose footer or data cannot be decoded.
+    BadParquet {
+        /// The Parquet file.
+        path: PathBuf,
+        /// The first row that could not be read and its row group, when the footer was read.
+        rows: Option<(u64, usize)>,
+        /// What the decoder said.
+        why: String,
+    },
+    /// A Parquet file without the text column, or whose text column is not strings.
+    TextColumn {
+        /// The Parquet file.
+        path: PathBuf,
+        /// What is wrong, naming the column.
+        why: String,
+    },
     /// Data that is not a counts file of this version: foreign, from a newer bytepair, or damaged.
     BadCountsFile {
         /// The file (or "pickled counts").
@@ -301,6 +317,25 @@ impl fmt::Display for Error {
                 "{}: corrupt or truncated {format} stream: {why}",
                 path.display()
             ),
+            Error::BadParquet {
+                path,
+                rows: None,
+                why,
+            } => write!(
+                f,
+                "{}: not a Parquet file, or a corrupt one ({why})",
+                path.display()
+            ),
+            Error::BadParquet {
+                path,
+                rows: Some((row, group)),
+                why,
+            } => write!(
+                f,
+                "{}: rows from {row} (row group {group}) cannot be read: {why}",
+                path.display()
+            ),
+            Error::TextColumn { path, why } => write!(f, "{}: {why}", path.display()),
             Error::BadCountsFile { name, why } => write!(f, "{name}: {why}"),
             Error::InvalidCounts(why) => write!(f, "{why}"),
         }

@@ -64,9 +64,9 @@ pub use shards::{
     ShardFormat, ShardInputs,
 };
 pub use sources::{
-    count_sources, count_text_range, count_texts, open_documents, Compression, CorpusCounts,
-    DocumentOptions, DocumentReader, Errors, Format, Piece, SourceKind, SourceOptions,
-    MAX_KEPT_ERRORS,
+    count_parquet_row_groups, count_sources, count_text_range, count_texts, open_documents,
+    parquet_row_groups, Compression, CorpusCounts, DocumentOptions, DocumentReader, Errors, Format,
+    Piece, SourceKind, SourceOptions, MAX_KEPT_ERRORS,
 };
 pub use special::SpecialTokens;
 pub use threads::{max_threads, thread_count};

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import bytepair
 from bytepair import PreTokenCounts, count_pretokens, train_bpe, train_from_counts
+from bytepair.counting import CountPart, count_part, count_parts, plan_parts
 from bytepair.sources import SourceFile, resolve, shard
 from conftest import shared_file
 
@@ -326,12 +327,7 @@ def test_skip_keeps_the_first_ten_messages_in_source_order(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("string_type", ["string", "large_string", "string_view", "dictionary"])
-def test_parquet_reads_every_string_column_in_row_groups_and_batches(
-    tmp_path: Path, string_type: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from bytepair import counting
-
-    monkeypatch.setattr(counting, "parquet_batch_rows", lambda *_: 3)  # batches that split row groups
+def test_parquet_reads_every_string_column_in_row_groups(tmp_path: Path, string_type: str) -> None:
     docs = DOCS * 5
     column = {
         "string": pa.array(docs, pa.string()),
@@ -340,79 +336,123 @@ def test_parquet_reads_every_string_column_in_row_groups_and_batches(
         "dictionary": pa.array(docs).dictionary_encode(),
     }[string_type]
     path = tmp_path / "data.parquet"
-    pq.write_table(pa.table({"body": column}), path, row_group_size=7)
+    pq.write_table(pa.table({"n": list(range(len(docs))), "body": column}), path, row_group_size=7)
     for threads in [1, 3]:
         counts = count_pretokens(path, [EOT], text_field="body", num_threads=threads)
         assert same_pretokens(counts, count_pretokens(iter(docs), [EOT]))
         assert counts.documents == len(docs)
 
 
-def test_arrow_arrays_are_read_in_place_with_their_offset_and_nulls() -> None:
-    array = pa.array(["zero", None, "two", "three", None, "five"], pa.large_string()).slice(1, 4)
-    validity, offsets, data = array.buffers()
-    counts = PreTokenCounts()
-    with pytest.raises(ValueError, match="^f.parquet: row 10: the text is null$"):
-        counts._count_arrow(
-            validity, offsets, data, array.offset, len(array), True, "f.parquet", 10, [], False
-        )
-    assert (len(counts), counts.documents) == (0, 0)
-    skipped = counts._count_arrow(
-        validity, offsets, data, array.offset, len(array), True, "f.parquet", 10, [], True
+@pytest.mark.parametrize("compression", ["none", "snappy", "gzip", "brotli", "zstd", "lz4"])
+def test_parquet_reads_every_codec_writers_use(tmp_path: Path, compression: str) -> None:
+    docs = DOCS * 30
+    path = tmp_path / f"{compression}.parquet"
+    pq.write_table(pa.table({"text": docs}), path, row_group_size=50, compression=compression)
+    assert pq.ParquetFile(path).metadata.row_group(0).column(0).compression.lower() != (
+        "uncompressed" if compression != "none" else "x"
     )
-    assert counts.most_common() == [(b"three", 1), (b"two", 1)]
-    # The messages of skipped rows are returned, for the caller to add in source order.
-    assert (counts.skipped, counts.documents) == (0, 2)
-    assert skipped == ["f.parquet: row 10: the text is null", "f.parquet: row 13: the text is null"]
-    # In strict mode, the rows before the first bad one are counted.
-    with pytest.raises(ValueError, match="^f.parquet: row 13: the text is null$"):
-        counts._count_arrow(validity, offsets, data, array.offset + 1, 3, True, "f.parquet", 11, [], False)
-    assert counts.most_common() == [(b"three", 2), (b"two", 2)]
-    with pytest.raises(ValueError, match="a corrupt Arrow array"):
-        counts._count_arrow(None, offsets, data[:3], 0, 6, True, "f.parquet", 0, [], True)
+    counts = count_pretokens(path, [EOT], num_threads=2)
+    assert same_pretokens(counts, count_pretokens(iter(docs), [EOT])) and counts.documents == len(docs)
+
+
+def test_a_row_group_is_read_in_batches_and_rows_are_numbered_across_them(tmp_path: Path) -> None:
+    # One row group of 150,000 short rows: more than a batch holds (65,536), so the null row is in the
+    # third batch, and its number counts the rows of the batches before it.
+    docs: list[str | None] = [f"w{i % 1000} x" for i in range(150_000)]
+    docs[140_001] = None
+    path = tmp_path / "long.parquet"
+    pq.write_table(pa.table({"text": docs}), path, row_group_size=len(docs))
+    assert pq.ParquetFile(path).metadata.num_row_groups == 1
+    good = [d for d in docs if d is not None]
+    check_bad_record(path, f"{path}: row 140001", "the text is null", good)
 
 
 def test_bad_parquet_files_name_the_file_and_row(tmp_path: Path) -> None:
     no_column = tmp_path / "no-column.parquet"
-    pq.write_table(pa.table({"content": ["a"]}), no_column)
-    with pytest.raises(ValueError, match=f"^{no_column}: no column 'text' \\(its columns: 'content'\\)$"):
-        count_pretokens(no_column)
-    numbers = tmp_path / "numbers.parquet"
-    pq.write_table(pa.table({"text": [1, 2]}), numbers)
-    with pytest.raises(ValueError, match=f"^{numbers}: column 'text' is int64, not a column of strings$"):
-        count_pretokens(numbers)
+    pq.write_table(pa.table({"content": ["a"], "meta": pa.array([{"text": "a"}])}), no_column)
+    message = f"^{no_column}: no column 'text' \\(its columns: 'content', 'meta'\\)$"
+    for errors in ["strict", "skip"]:  # the caller named a column the file does not have: no skipping
+        with pytest.raises(ValueError, match=message):
+            count_pretokens(no_column, errors=errors)
+    for name, column, kind in [
+        ("numbers", [1, 2], "Int64"),
+        ("binary", pa.array([b"a"], pa.binary()), "Binary"),
+        ("lists", [["a"]], "List(Utf8, field: 'element')"),
+    ]:
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.table({"text": column}), path)
+        message = f"{path}: column 'text' is {kind}, not a column of strings"
+        with pytest.raises(ValueError) as e:
+            count_pretokens(path, errors="skip")
+        assert str(e.value) == message
     nulls = tmp_path / "nulls.parquet"
     pq.write_table(pa.table({"text": ["a b", "c", None, "d"]}), nulls, row_group_size=2)
     check_bad_record(nulls, f"{nulls}: row 2", "the text is null", ["a b", "c", "d"])
-    garbage = tmp_path / "garbage.parquet"
-    garbage.write_bytes(b"PAR1 this is not really parquet")
-    with pytest.raises(ValueError, match=f"^{garbage}: not a Parquet file, or a corrupt one"):
-        count_pretokens(garbage)
-    assert count_pretokens(garbage, errors="skip").skipped == 1
+    for garbage, content in [("garbage", b"PAR1 this is not really parquet"), ("empty", b"")]:
+        path = tmp_path / f"{garbage}.parquet"
+        path.write_bytes(content)
+        with pytest.raises(ValueError, match=f"^{path}: not a Parquet file, or a corrupt one \\(.+\\)$"):
+            count_pretokens(path)
+        counts = count_pretokens([path, nulls], errors="skip")
+        assert counts.skipped == 2 and counts.skipped_errors[0].startswith(f"{path}: not a Parquet file")
+        assert counts.documents == 3
 
 
-def test_corrupt_parquet_data_names_the_file(tmp_path: Path) -> None:
+def test_invalid_utf8_in_a_parquet_string_column_is_damaged_data(tmp_path: Path) -> None:
+    # Parquet requires a string column to be UTF-8, and the decoder checks a whole page: the row group
+    # cannot be read from the first row of the batch on, and skip mode skips that much, counting once.
+    offsets = pa.array([0, 4, 8], pa.int32()).buffers()[1]
+    bad = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(b"good\xffbad")])
+    path = tmp_path / "bad.parquet"
+    with pq.ParquetWriter(path, pa.schema([("text", pa.string())])) as writer:
+        writer.write_table(pa.table({"text": ["fine one", "fine two"]}))
+        writer.write_table(pa.table({"text": bad}))
+        writer.write_table(pa.table({"text": ["fine three"]}))
+    with pytest.raises(ValueError) as e:
+        count_pretokens(path)
+    assert str(e.value).startswith(f"{path}: rows from 2 (row group 1) cannot be read: ")
+    assert "UTF-8" in str(e.value)
+    counts = count_pretokens(path, errors="skip")
+    assert (counts.skipped, counts.documents) == (1, 3)
+    assert same_pretokens(counts, count_pretokens(iter(["fine one", "fine two", "fine three"])))
+
+
+def test_corrupt_parquet_data_names_the_file_and_rows(tmp_path: Path) -> None:
     path = tmp_path / "corrupt.parquet"
     docs = [f"document number {i} " * 20 for i in range(200)]
     pq.write_table(pa.table({"text": docs}), path, row_group_size=50, compression="snappy")
+    meta = pq.ParquetFile(path).metadata
+    # Damage the second row group's column chunk (its dictionary page), whose pages hold rows 50 to 99.
+    chunk = meta.row_group(1).column(0)
     data = bytearray(path.read_bytes())
-    for i in range(len(data) // 3, len(data) // 3 + 200):
+    start = chunk.dictionary_page_offset + 20
+    for i in range(start, start + 200):
         data[i] ^= 0xFF
     path.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match=f"^{path}: "):
-        count_pretokens(path)
-    counts = count_pretokens(path, errors="skip")
-    assert counts.skipped >= 1 and counts.skipped_errors[0].startswith(f"{path}: ")
+    with pytest.raises(ValueError, match=f"^{path}: rows from 50 \\(row group 1\\) cannot be read: "):
+        count_pretokens(path, num_threads=2)
+    counts = count_pretokens(path, errors="skip", num_threads=2)
+    assert counts.skipped == 1 and counts.skipped_errors[0].startswith(f"{path}: rows from 50 (row group 1)")
+    assert counts.documents == 150
+    assert same_pretokens(counts, count_pretokens(iter(docs[:50] + docs[100:])))
 
 
-def test_parquet_without_pyarrow_says_how_to_install_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_parquet_is_read_without_pyarrow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "a.parquet"
-    pq.write_table(pa.table({"text": ["a"]}), path)
+    pq.write_table(pa.table({"text": DOCS}), path, row_group_size=3)
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
-    with pytest.raises(ImportError, match=r"pip install 'bytepair\[parquet\]'"):
-        count_pretokens(path)
+    counts = count_pretokens(path, [EOT])
+    assert same_pretokens(counts, count_pretokens(iter(DOCS), [EOT]))
+    # Planning reads the row groups from the footer: parts of whole row groups add up to the file.
+    (f,) = resolve(path).files
+    parts = plan_parts([f], 1)
+    assert [(p.start, p.end) for p in parts] == [(0, 1), (1, 2), (2, 3)]
+    assert sum(p.size for p in parts) == f.size
+    assert count_parts(parts, [EOT]) == counts == sum((count_part(p, [EOT]) for p in parts), PreTokenCounts())
+    # Row groups past the end of the file are none.
+    assert count_part(CountPart(f, 2, 9, 0), [EOT]).documents == 1
+    assert count_part(CountPart(f, 5, 9, 0), [EOT]).documents == 0
 
 
 def test_iterables_batch_documents_and_name_bad_items(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,18 +6,15 @@ counts of shards add up (``a + b``) to exactly the counts of the whole, and
 corpus can be counted in parts, on many machines or at many times, and the parts saved
 (:meth:`PreTokenCounts.save`) and merged later.
 
-Text files and JSON lines files (compressed or not) are read by the engine, all at once on
-``num_threads`` threads. Parquet files are read with pyarrow, a row group's batches of rows at a time,
-the row groups on ``num_threads`` threads, each batch's strings handed to the engine in place (Arrow's
-buffers, without copying) with the GIL released. An iterable of ``str`` is taken in batches of about a
-megabyte of text, each counted on ``num_threads`` threads with the GIL released.
+Files of every kind (text, JSON lines, compressed or not, and Parquet) are read by the engine, all at
+once on ``num_threads`` threads with the GIL released: a large text file in chunks and a Parquet file in
+row groups, which any thread takes, the others a file a thread. An iterable of ``str`` is taken in
+batches of about a megabyte of text, each counted on ``num_threads`` threads with the GIL released.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +30,7 @@ from ._common import (
     write_atomically,
 )
 from ._progress import ProgressBar
-from .sources import PARQUET_READING, Source, SourceFile, parquet_batch_rows, resolve
+from .sources import Source, SourceFile, resolve
 
 __all__ = ["CountPart", "PreTokenCounts", "count_part", "count_parts", "count_pretokens", "plan_parts"]
 
@@ -43,9 +40,6 @@ ProgressCallback = Callable[[str, int, int], None]
 # document): large enough that starting threads and merging their counts cost little, small enough that
 # a batch's copy is no memory to speak of.
 _BATCH_CHARACTERS = 1 << 20
-# Parquet rows are read in batches of about this many bytes of text (sources.parquet_batch_rows): each
-# thread holds one, and the cost of a batch is small against counting it.
-_PARQUET_BATCH_BYTES = 16 << 20
 
 
 class PreTokenCounts(_core.PreTokenCounts):
@@ -207,10 +201,11 @@ def count_pretokens(
         errors: ``"strict"`` (the default) fails on the first bad record in source order; ``"skip"``
             skips bad records (bad JSON, no text field, a text that is null, not a string or not UTF-8),
             and counts them in ``counts.skipped`` with the first messages in ``counts.skipped_errors``.
-            A corrupt or truncated compressed stream skips the rest of its file, and a Parquet row group
-            or file that cannot be read is skipped, each counting once. Invalid UTF-8 in a ``.txt`` file
-            is an error either way: a text file has no records to skip, and cutting out the bad bytes
-            would join the text around them into pre-tokens that are not in the file.
+            A corrupt or truncated compressed stream skips the rest of its file, and damaged Parquet data
+            (invalid UTF-8 included) the rest of its row group, or the whole file when it is not
+            Parquet, each counting once. Invalid UTF-8 in a ``.txt`` file is an error either way: a
+            text file has no records to skip, and cutting out the bad bytes would join the text around
+            them into pre-tokens that are not in the file.
         num_threads: threads for reading and counting: a positive int, or None for every core.
         progress: True for a progress bar on stderr (when it is a terminal), or a callable
             ``progress("count", done, total)`` in bytes of the files (as stored, compressed or not).
@@ -219,11 +214,11 @@ def count_pretokens(
         FileNotFoundError, PermissionError, IsADirectoryError: a file that cannot be read (all are
             looked up before counting starts), or a pattern that matches nothing.
         ValueError: a bad record in strict mode (the message names the file and line, or row, or the
-            item of an iterable), a corrupt or truncated compressed stream or Parquet file (naming it),
-            a file in a directory or pattern whose name gives no kind, a Parquet file without the column
-            or whose column is not strings, an empty directory or list, a bad argument.
+            item of an iterable), a corrupt or truncated compressed stream or Parquet file (naming it,
+            and the rows that cannot be read), a file in a directory or pattern whose name gives no
+            kind, a Parquet file without the column or whose column is not strings (in either mode),
+            an empty directory or list, a bad argument.
         TypeError: an item of an iterable that is not a str (naming its index), or no source at all.
-        ImportError: a Parquet file without pyarrow installed (``pip install 'bytepair[parquet]'``).
         KeyboardInterrupt: Ctrl-C, which stops counting promptly.
 
     >>> import gzip, json, os, tempfile
@@ -250,26 +245,18 @@ def count_pretokens(
         raise ValueError("_chunk_size must be positive")
     resolved = resolve(sources)
     counts = PreTokenCounts()
-    engine_files = [f for f in resolved.files if f.format != "parquet"]
-    parquet_files = [f for f in resolved.files if f.format == "parquet"]
-    engine_bytes = sum(f.size for f in engine_files)
-    total = engine_bytes + sum(f.size for f in parquet_files)
     with ProgressBar() if progress is True else contextlib.nullcontext() as bar:
         callback = bar if progress is True else progress if callable(progress) else None
-        if engine_files:
-            report = None if callback is None else _Offset(callback, 0, total)
+        if resolved.files:
             counts._count_files(
-                [(f.path, f.format, f.compression) for f in engine_files],
+                [(f.path, f.format, f.compression) for f in resolved.files],
                 specials,
                 text_field,
                 skip,
                 num_threads,
                 _chunk_size,
-                report,
+                callback,
             )
-        if parquet_files:
-            report = None if callback is None else _Offset(callback, engine_bytes, total)
-            _count_parquet(counts, parquet_files, specials, text_field, skip, num_threads, report)
         for texts in resolved.texts:
             _count_iterable(counts, texts, specials, skip, num_threads)
     if counts.special_tokens is None:
@@ -326,17 +313,15 @@ def plan_parts(files: list[SourceFile], part_bytes: int) -> list[CountPart]:
 def _parquet_parts(f: SourceFile, part_bytes: int) -> list[CountPart]:
     """The Parquet file ``f`` as runs of row groups of about ``part_bytes`` of the file each."""
     try:
-        import pyarrow.parquet as pq
-
-        meta = pq.ParquetFile(f.path, **PARQUET_READING).metadata
-    except Exception:  # no pyarrow, or a damaged file: counting the whole part says which, as it should
+        group_rows = _core.parquet_row_groups(f.path)
+    except (OSError, ValueError):  # counting the whole file reports it, as it should
         return [CountPart(f, size=f.size)]
-    rows = max(meta.num_rows, 1)
+    rows = max(sum(group_rows), 1)
     parts: list[CountPart] = []
     start = size = 0
-    for i in range(meta.num_row_groups):
-        size += f.size * meta.row_group(i).num_rows // rows
-        if size >= part_bytes or i + 1 == meta.num_row_groups:
+    for i, n in enumerate(group_rows):
+        size += f.size * n // rows
+        if size >= part_bytes or i + 1 == len(group_rows):
             parts.append(CountPart(f, start, i + 1, size))
             start, size = i + 1, 0
     return parts or [CountPart(f, size=f.size)]
@@ -374,9 +359,9 @@ def count_parts(
     num_threads: int | None = None,
 ) -> PreTokenCounts:
     """The counts of ``parts`` (:func:`plan_parts`) added up: equal to the sum of their
-    :func:`count_part`, and cheaper, since the whole files among them are counted together (the text and
-    JSON lines files in one pass of the engine, the Parquet files in another), each thread's counts kept
-    from one file to the next rather than made and added up once a file. Errors as :func:`count_part`.
+    :func:`count_part`, and cheaper, since the whole files among them are counted together in one pass
+    of the engine, each thread's counts kept from one file to the next rather than made and added up
+    once a file. Errors as :func:`count_part`.
 
     >>> import os, tempfile
     >>> from bytepair.sources import resolve
@@ -392,36 +377,20 @@ def count_parts(
     skip = check_errors(errors)
     num_threads = check_num_threads(num_threads)
     counts = PreTokenCounts()
-    whole = [p.file for p in parts if p.end is None]
-    engine_files = [(f.path, f.format, f.compression) for f in whole if f.format != "parquet"]
-    if engine_files:
-        counts._count_files(engine_files, specials, text_field, skip, num_threads)
-    parquet_files = [f for f in whole if f.format == "parquet"]
-    if parquet_files:
-        _count_parquet(counts, parquet_files, specials, text_field, skip, num_threads, None)
+    whole = [(p.file.path, p.file.format, p.file.compression) for p in parts if p.end is None]
+    if whole:
+        counts._count_files(whole, specials, text_field, skip, num_threads)
     for part in parts:
         if part.end is None:
             continue
         f = part.file
         if f.format == "parquet":
-            _count_parquet(counts, [f], specials, text_field, skip, num_threads, None, (part.start, part.end))
+            counts._count_row_groups(f.path, part.start, part.end, specials, text_field, skip, num_threads)
         else:
             counts._count_range(f.path, part.start, part.end, specials)
     if counts.special_tokens is None:
         counts._count_texts([], 0, specials, skip)
     return counts
-
-
-class _Offset:
-    """A progress callback for one part of a count: its bytes come after ``before`` of ``total``."""
-
-    def __init__(self, callback: ProgressCallback, before: int, total: int) -> None:
-        self.callback, self.before, self.total = callback, before, total
-
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        # A pipe's size is 0 until read: the engine's total grows with what was read.
-        self.total = max(self.total, self.before + total)
-        self.callback(phase, self.before + done, self.total)
 
 
 def _count_iterable(
@@ -439,161 +408,3 @@ def _count_iterable(
     if batch:
         counts._count_texts(batch, first, specials, skip, num_threads)
     counts._add_kept()
-
-
-def _cores() -> int:
-    """The cores this process may use, as the engine counts them."""
-    return max(1, _core.max_threads() // 4)
-
-
-class _RowGroup:
-    """One row group of a Parquet file to count: where it is, its first row, and its share of the file's
-    bytes (for progress)."""
-
-    def __init__(self, path: str, index: int, first_row: int, size: int, batch_rows: int) -> None:
-        self.path, self.index, self.first_row, self.size = path, index, first_row, size
-        self.batch_rows = batch_rows
-
-
-def _count_parquet(
-    counts: PreTokenCounts,
-    files: list[SourceFile],
-    specials: list[str],
-    text_field: str,
-    skip: bool,
-    num_threads: int | None,
-    report: ProgressCallback | None,
-    row_groups: tuple[int, int] | None = None,
-) -> None:
-    """Counts the column ``text_field`` of the Parquet ``files`` into ``counts``, row group by row group on
-    ``num_threads`` threads; the row groups' counts are merged in order, so that messages come in source
-    order and the first error raised is the first in source order. ``row_groups`` ``(start, end)`` counts
-    only those of each file."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise ImportError(
-            "reading .parquet files needs pyarrow: pip install 'bytepair[parquet]' (or pyarrow)"
-        ) from None
-    tasks: list[_RowGroup] = []
-    for f in files:
-        try:
-            parquet = pq.ParquetFile(f.path, **PARQUET_READING)
-        except (pa.ArrowException, OSError) as e:
-            counts._add_skipped(_damaged(e, f"{f.path}: not a Parquet file, or a corrupt one ({e})", skip))
-            continue
-        _check_column(parquet.schema_arrow, f.path, text_field)
-        meta = parquet.metadata
-        rows = max(meta.num_rows, 1)
-        first = 0
-        for i in range(meta.num_row_groups):
-            group_rows = meta.row_group(i).num_rows
-            if row_groups is None or row_groups[0] <= i < row_groups[1]:
-                batch_rows = parquet_batch_rows(meta, text_field, _PARQUET_BATCH_BYTES, i)
-                tasks.append(_RowGroup(f.path, i, first, f.size * group_rows // rows, batch_rows))
-            first += group_rows
-    # Each thread counts all its row groups into one set of counts: the first thread into ``counts``
-    # itself, the others into counts of their own, added to ``counts`` at the end. Adding each row
-    # group's counts to a total instead would go through most of a row group's distinct pre-tokens once
-    # more, on one thread; and a set of counts a thread besides ``counts`` would hold one more map of
-    # the corpus's pre-tokens. What is kept in source order is what is reported: the messages of skipped
-    # rows and the first error, which come back with each row group. ``counts`` is not touched by this
-    # thread until the others are done; the skipped rows are gathered in ``skipped`` meanwhile.
-    local = threading.local()
-    unclaimed, own_counts = [counts], []
-    lock = threading.Lock()
-    skipped = PreTokenCounts()
-
-    def count(task: _RowGroup) -> list[str]:
-        thread_counts = getattr(local, "counts", None)
-        if thread_counts is None:
-            with lock:
-                thread_counts = unclaimed.pop() if unclaimed else PreTokenCounts()
-                if thread_counts is not counts:
-                    own_counts.append(thread_counts)
-            local.counts = thread_counts
-        messages: list[str] = []
-        row = task.first_row
-        try:
-            files_open = getattr(local, "files", None)
-            if files_open is None or task.path not in files_open:
-                local.files = {task.path: pq.ParquetFile(task.path, **PARQUET_READING)}
-            batches = local.files[task.path].iter_batches(
-                batch_size=task.batch_rows, row_groups=[task.index], columns=[text_field], use_threads=False
-            )
-            for batch in batches:
-                column = _strings(batch.column(0), pa)
-                large = pa.types.is_large_string(column.type)
-                validity, offsets, data = column.buffers()
-                messages += thread_counts._count_arrow(
-                    validity, offsets, data, column.offset, len(column), large, task.path, row, specials, skip
-                )
-                row += len(column)
-        except (pa.ArrowException, OSError) as e:
-            message = f"{task.path}: rows from {row} (row group {task.index}) cannot be read: {e}"
-            messages.append(_damaged(e, message, skip))
-        return messages
-
-    threads = min(num_threads or _cores(), max(len(tasks), 1))
-    total = sum(f.size for f in files)
-    done = total - sum(t.size for t in tasks)  # files skipped whole
-    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        pending: list[concurrent.futures.Future[list[str]]] = []
-        queue = iter(tasks)
-        sizes = iter(tasks)
-        try:
-            # At most two row groups a thread are in flight, so that the messages waiting to be
-            # reported in order stay few.
-            for task in queue:
-                pending.append(pool.submit(count, task))
-                if len(pending) >= 2 * threads:
-                    break
-            while pending:
-                for message in pending.pop(0).result():
-                    skipped._add_skipped(message)
-                done += next(sizes).size
-                if report is not None:
-                    report("count", done, total)
-                task = next(queue, None)
-                if task is not None:
-                    pending.append(pool.submit(count, task))
-        except BaseException:
-            for future in pending:
-                future.cancel()
-            raise
-    for thread_counts in [*own_counts, skipped]:
-        counts.update(thread_counts)
-
-
-def _damaged(e: Exception, message: str, skip: bool) -> str:
-    """Parquet data pyarrow cannot read (``e``): ``message``, to be counted as skipped, or a ValueError
-    with it. pyarrow reports damaged data as an OSError without an errno; one with an errno is the
-    system's, raised as it is whatever ``skip`` says."""
-    if isinstance(e, OSError) and e.errno is not None:
-        raise e
-    if not skip:
-        raise ValueError(message) from None
-    return message
-
-
-def _check_column(schema: Any, path: str, text_field: str) -> None:
-    """ValueError unless the Arrow ``schema`` of the file ``path`` has a string column ``text_field``."""
-    import pyarrow as pa
-
-    index = schema.get_field_index(text_field)
-    if index < 0:
-        names = ", ".join(repr(n) for n in schema.names)
-        raise ValueError(f"{path}: no column {text_field!r} (its columns: {names})")
-    kind = schema.field(index).type
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)):
-        raise ValueError(f"{path}: column {text_field!r} is {kind}, not a column of strings")
-
-
-def _strings(column: Any, pa: Any) -> Any:
-    """``column`` as an Arrow ``string`` or ``large_string`` array, whose buffers the engine reads."""
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        return column
-    return column.cast(pa.large_string())

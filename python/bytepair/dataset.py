@@ -5,9 +5,8 @@ describes the files.
 The plan is made here: the sources resolved (:mod:`bytepair.sources`), a shard named for each input, the
 output directory checked against its manifest (what is complete is skipped, a changed input or tokenizer
 refused), the manifest written before anything else and again after each shard. The engine does the rest
-on all cores with the GIL released: text and JSON lines files read and decompressed, Parquet files' row
-groups read with pyarrow here and handed over in place, the documents encoded and each shard written
-whole under temporary names, then renamed.
+on all cores with the GIL released: the files read (decompressed, parsed, Parquet decoded), the
+documents encoded and each shard written whole under temporary names, then renamed.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from . import _core, shards
 from ._common import PathLike, check_num_threads, path_str, write_atomically
 from ._progress import ProgressBar
-from .sources import PARQUET_READING, Source, SourceFile, parquet_batch_rows, resolve
+from .sources import Source, SourceFile, resolve
 from .sources import shard as part_of
 
 if TYPE_CHECKING:
@@ -43,10 +42,9 @@ __all__ = [
 ]
 
 DEFAULT_EOT = "<|endoftext|>"
-# An iterable's documents go to the engine in batches of this many characters, Parquet rows in batches of
-# about this many bytes of text: each batch is a piece in flight, a few per thread, so memory stays small.
+# An iterable's documents go to the engine in batches of this many characters: each batch is a piece in
+# flight, a few per thread, so memory stays small.
 _BATCH_CHARACTERS = 1 << 20
-_PARQUET_BATCH_BYTES = 4 << 20
 # The manifest is rewritten after every shard until it lists this many, then at most this often.
 _EVERY_SHARD_UNTIL = 1000
 _EVERY_SECONDS = 10.0
@@ -262,58 +260,6 @@ def _complete(
     return kept, {r["name"] for r in kept}
 
 
-def _parquet_batches(path: str, size: int, text_field: str) -> Iterator[tuple[int, Any]]:
-    """The column ``text_field`` of the Parquet file ``path``, a batch of rows at a time, as the engine's
-    reader takes it: ``(bytes of the file for progress, (validity, offsets, data, offset, length, large,
-    path, first_row))``."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise ImportError(
-            "reading .parquet files needs pyarrow: pip install 'bytepair[parquet]' (or pyarrow)"
-        ) from None
-    try:
-        parquet = pq.ParquetFile(path, **PARQUET_READING)
-    except (pa.ArrowException, OSError) as e:
-        if isinstance(e, OSError) and e.errno is not None:
-            raise
-        raise ValueError(f"{path}: not a Parquet file, or a corrupt one ({e})") from None
-    schema = parquet.schema_arrow
-    if schema.get_field_index(text_field) < 0:
-        names = ", ".join(repr(n) for n in schema.names)
-        raise ValueError(f"{path}: no column {text_field!r} (its columns: {names})")
-    meta = parquet.metadata
-    rows = max(meta.num_rows, 1)
-    row = 0
-    try:
-        for batch in (
-            batch
-            for group in range(meta.num_row_groups)
-            for batch in parquet.iter_batches(
-                batch_size=parquet_batch_rows(meta, text_field, _PARQUET_BATCH_BYTES, group),
-                row_groups=[group],
-                columns=[text_field],
-                use_threads=False,
-            )
-        ):
-            column = batch.column(0)
-            if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
-                try:
-                    column = column.cast(pa.large_string())
-                except pa.ArrowException:
-                    raise ValueError(
-                        f"{path}: column {text_field!r} holds {column.type}, not strings"
-                    ) from None
-            validity, offsets, data = column.buffers()
-            large = pa.types.is_large_string(column.type)
-            batch_bytes = size * len(column) // rows
-            yield batch_bytes, (validity, offsets, data, column.offset, len(column), large, path, row)
-            row += len(column)
-    except pa.ArrowException as e:
-        raise ValueError(f"{path}: rows from {row} cannot be read: {e}") from None
-
-
 def _text_batches(texts: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
     """The documents of ``texts`` in lists of about a megabyte, as the engine's reader takes them."""
     batch: list[str] = []
@@ -328,13 +274,11 @@ def _text_batches(texts: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
         yield size, batch
 
 
-def _source(item: _Input, text_field: str) -> Any:
+def _source(item: _Input) -> Any:
     """The input as the engine's job takes it: a file it reads, or an iterator of batches."""
     f = item.file
     if f is None:
         return _text_batches(item.texts)  # type: ignore[arg-type]
-    if f.format == "parquet":
-        return _parquet_batches(f.path, f.size, text_field)
     return (f.path, f.format, f.compression)
 
 
@@ -409,7 +353,7 @@ class ShardJob:
         (('00000-a', 3, 1), ['00000-a.bin', '00000-a.idx.npy', 'manifest.json'])
         """
         shards_written: list[tuple[Any, ...]] = []
-        jobs = [(self.name, _source(_Input(0, file=f), self.text_field)) for f in self.files]
+        jobs = [(self.name, _source(_Input(0, file=f))) for f in self.files]
         tokens, documents, skipped, skipped_errors, input_bytes = _core.encode_dataset(
             tok._encoder,
             self.out,
@@ -691,7 +635,7 @@ def encode_dataset(
         single_output=single_output,
         part=part,
     )
-    jobs = [(name, _source(item, text_field)) for name, inputs in plan.todo for item in inputs]
+    jobs = [(name, _source(item)) for name, inputs in plan.todo for item in inputs]
     settings = plan.settings
     with ProgressBar() if progress is True else contextlib.nullcontext() as bar:
         callback = bar if progress is True else progress if callable(progress) else None

@@ -38,13 +38,6 @@ __all__ = ["SourceFile", "Sources", "resolve", "shard"]
 
 _PATTERN_CHARACTERS = ("*", "?", "[")
 
-# How every Parquet file is opened (``pyarrow.parquet.ParquetFile(path, **PARQUET_READING)``): its
-# column chunks are read a MiB at a time as the batches need them. By default pyarrow reads a row
-# group's whole column chunk first, so memory grew with the row group: pyarrow writes up to 1,048,576
-# rows in one, and one row group of 400 MB of text took encode_dataset to 469 MB of RSS, 272 MB with
-# this (reading no slower on scale.py's shards).
-PARQUET_READING: dict[str, Any] = {"buffer_size": 1 << 20, "pre_buffer": False}
-
 
 @dataclass(frozen=True)
 class SourceFile:
@@ -192,46 +185,6 @@ def _documents(source: object, what: str) -> Iterable[str]:
             f"of str, not {type(source).__name__}"
         )
     return source
-
-
-def parquet_batch_rows(metadata: Any, text_field: str, batch_bytes: int, row_group: int) -> int:
-    """How many rows to read at a time from row group ``row_group`` of the Parquet file of ``metadata``
-    (pyarrow's ``FileMetaData``) for a batch to hold about ``batch_bytes`` of its top-level column
-    ``text_field``: the column's uncompressed size in that row group over its rows gives the bytes of
-    a row, so long documents come a few at a time, short ones many (at most 65,536). (A column of the
-    same few values repeated is stored as a dictionary, smaller than its text: its batches hold more
-    than ``batch_bytes``.)
-
-    >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
-    >>> texts = [f"{i} " + "x" * 9_998 for i in range(100)] + ["short"] * 1000
-    >>> pq.write_table(pa.table({"text": texts}), path, row_group_size=100)
-    >>> meta = pq.ParquetFile(path).metadata
-    >>> parquet_batch_rows(meta, "text", 100_000, 0), parquet_batch_rows(meta, "text", 100_000, 1)
-    (9, 65536)
-    """
-    group = metadata.row_group(row_group)
-    arrow = metadata.schema.to_arrow_schema()
-    field = arrow.get_field_index(text_field)
-    text_bytes = 0
-    if field >= 0:
-        # The field's leaf column: a nested field before it has a leaf column for each of its leaves.
-        column = sum(_leaf_columns(arrow.field(i).type) for i in range(field))
-        text_bytes = group.column(column).total_uncompressed_size
-    return max(1, min(65536, batch_bytes * max(group.num_rows, 1) // max(text_bytes, 1)))
-
-
-def _leaf_columns(data_type: Any) -> int:
-    """The number of Parquet leaf columns of an Arrow field of type ``data_type``."""
-    import pyarrow.types as t
-
-    if t.is_struct(data_type):
-        return sum(_leaf_columns(data_type.field(i).type) for i in range(data_type.num_fields))
-    if t.is_map(data_type):
-        return _leaf_columns(data_type.key_type) + _leaf_columns(data_type.item_type)
-    if t.is_list(data_type) or t.is_large_list(data_type) or t.is_fixed_size_list(data_type):
-        return _leaf_columns(data_type.value_type)
-    return 1
 
 
 def shard(files: list[SourceFile], index: int, count: int) -> list[SourceFile]:

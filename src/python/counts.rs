@@ -1,5 +1,6 @@
 //! `bytepair._core.PreTokenCounts`: the engine's [`CorpusCounts`] for Python, with the entry points
-//! that count into it (files, batches of `str`, Arrow string arrays) and the one that trains on it.
+//! that count into it (files, row groups of Parquet files, batches of `str`) and the one that trains on
+//! it.
 //! `bytepair.PreTokenCounts` subclasses it with the documented API (`python/bytepair/counting.py`).
 //!
 //! Counting releases the GIL. A counts object is borrowed for the whole call, so another thread using
@@ -20,9 +21,9 @@ use super::objects::{bytes, int, list, str_list, string, tuple};
 use super::strings::utf8;
 use crate::error::try_reserve;
 use crate::{
-    count_sources, count_text_range, count_texts, encoded_length, thread_count, train_counts,
-    train_counts_owned, Compression, CorpusCounts, Error, Errors, Format, PreTokenCounts, RecordAt,
-    SourceKind, SourceOptions, SpecialTokens, DEFAULT_CHUNK_SIZE,
+    count_parquet_row_groups, count_sources, count_text_range, count_texts, encoded_length,
+    thread_count, train_counts, train_counts_owned, Compression, CorpusCounts, Error, Errors,
+    Format, PreTokenCounts, RecordAt, SourceKind, SourceOptions, SpecialTokens, DEFAULT_CHUNK_SIZE,
 };
 
 /// Pre-token counts with their totals, mergeable and saved compactly.
@@ -60,6 +61,7 @@ pub(super) fn kind_of(format: &str, compression: Option<&str>) -> PyResult<Sourc
     let format = match format {
         "txt" => Format::Txt,
         "jsonl" => Format::JsonLines,
+        "parquet" => Format::Parquet,
         other => return Err(PyValueError::new_err(format!("no format {other:?}"))),
     };
     let compression = match compression {
@@ -251,6 +253,37 @@ impl PyPreTokenCounts {
         self.absorb(Ok(counted))
     }
 
+    /// Counts the row groups `start..end` of the Parquet file `path` (`count_parquet_row_groups`) into
+    /// these counts.
+    #[pyo3(signature = (path, start, end, special_tokens, text_field, skip, num_threads=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn _count_row_groups(
+        &mut self,
+        py: Python<'_>,
+        path: PathBuf,
+        start: usize,
+        end: usize,
+        special_tokens: Vec<String>,
+        text_field: &str,
+        skip: bool,
+        num_threads: Option<usize>,
+    ) -> PyResult<()> {
+        let specials = self.specials(special_tokens)?;
+        let progress = PyProgress::new(None);
+        let options = SourceOptions {
+            specials: &specials,
+            text_field,
+            errors: errors_mode(skip),
+            chunk_size: DEFAULT_CHUNK_SIZE,
+            threads: thread_count(num_threads),
+        };
+        let counted = run_interruptible(py, &progress, || {
+            count_parquet_row_groups(&path, start..end, &options, &progress)
+                .map_err(|e| progress.error(e))
+        })?;
+        self.absorb(Ok(counted))
+    }
+
     /// Counts the part of the uncompressed text file `path` between the first safe cuts at or after
     /// the byte offsets `start` and `end` (`count_text_range`) into these counts.
     #[pyo3(signature = (path, start, end, special_tokens, progress=None))]
@@ -330,45 +363,6 @@ impl PyPreTokenCounts {
         run_detached(py, || counts.add_kept(kept).map_err(to_py_err))
     }
 
-    /// Counts an Arrow array of strings (`large`: 64-bit offsets) into these counts, each row a
-    /// document, on the calling thread: its buffers (validity may be None), the array's offset and
-    /// length, and for messages the file it came from and the row of its first value. Returns the
-    /// messages of the rows skipped, which the caller adds where they belong in source order
-    /// (`_add_skipped`); in strict mode the first bad row raises, the rows before it counted.
-    #[pyo3(signature = (validity, offsets, data, offset, length, large, path, first_row, special_tokens, skip))]
-    #[allow(clippy::too_many_arguments)]
-    fn _count_arrow<'py>(
-        &mut self,
-        py: Python<'py>,
-        validity: Option<&Bound<'_, PyAny>>,
-        offsets: &Bound<'_, PyAny>,
-        data: &Bound<'_, PyAny>,
-        offset: usize,
-        length: usize,
-        large: bool,
-        path: PathBuf,
-        first_row: u64,
-        special_tokens: Vec<String>,
-        skip: bool,
-    ) -> PyResult<Bound<'py, PyList>> {
-        let buffers = ArrowBuffers::get(validity, offsets, data)?;
-        let strings = buffers.strings(offset, length, large, &path)?;
-        let specials = self.specials(special_tokens)?;
-        let counts = &mut self.inner;
-        let skipped = run_detached(py, || {
-            let text = |i: usize| {
-                strings.get(i).map_err(|why| Error::BadRecord {
-                    at: RecordAt::Row(path.clone(), first_row + i as u64),
-                    why,
-                })
-            };
-            counts
-                .count_records(length, text, &specials, errors_mode(skip))
-                .map_err(to_py_err)
-        })?;
-        str_list(py, &skipped)
-    }
-
     /// Trains a vocabulary of `vocab_size` on these counts, split at `special_tokens` (which must be
     /// those counted with); returns what `train_bpe` returns. With `consume`, the counts are taken
     /// (this object is left empty) and freed as training makes its words: `train_bpe`'s own counts.
@@ -431,137 +425,8 @@ pub(super) fn source_kind<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound
     tuple(py, [string(py, format)?, compression])
 }
 
-/// The bytes of an object that exports a buffer (an Arrow buffer), held for as long as they are read.
-struct Buffer(pyo3::buffer::PyUntypedBuffer);
-
-impl Buffer {
-    fn get(obj: &Bound<'_, PyAny>) -> PyResult<Buffer> {
-        let buffer = pyo3::buffer::PyUntypedBuffer::get(obj)?;
-        if !buffer.is_c_contiguous() {
-            return Err(PyValueError::new_err("an Arrow buffer is not contiguous"));
-        }
-        Ok(Buffer(buffer))
-    }
-
-    fn bytes(&self) -> &[u8] {
-        let (ptr, len) = (self.0.buf_ptr().cast::<u8>(), self.0.len_bytes());
-        if len == 0 {
-            return &[];
-        }
-        // SAFETY: the exporter keeps the `len` contiguous bytes at `ptr` alive and unchanged while the
-        // buffer is held (an Arrow buffer is immutable), and the slice does not outlive `self`.
-        unsafe { std::slice::from_raw_parts(ptr, len) }
-    }
-}
-
-/// The buffers of an Arrow array of strings (validity, which may be None, offsets and data), held while
-/// its strings are read.
-pub(super) struct ArrowBuffers {
-    validity: Option<Buffer>,
-    offsets: Buffer,
-    data: Buffer,
-}
-
-impl ArrowBuffers {
-    pub(super) fn get(
-        validity: Option<&Bound<'_, PyAny>>,
-        offsets: &Bound<'_, PyAny>,
-        data: &Bound<'_, PyAny>,
-    ) -> PyResult<ArrowBuffers> {
-        Ok(ArrowBuffers {
-            validity: validity.map(Buffer::get).transpose()?,
-            offsets: Buffer::get(offsets)?,
-            data: Buffer::get(data)?,
-        })
-    }
-
-    /// The `length` strings from `offset` of the array (`large`: 64-bit offsets), checked; ValueError
-    /// naming `path`, the file they come from, when the buffers do not hold them.
-    pub(super) fn strings(
-        &self,
-        offset: usize,
-        length: usize,
-        large: bool,
-        path: &std::path::Path,
-    ) -> PyResult<ArrowStrings<'_>> {
-        let strings = ArrowStrings {
-            validity: self.validity.as_ref().map(Buffer::bytes),
-            offsets: self.offsets.bytes(),
-            data: self.data.bytes(),
-            offset,
-            length,
-            width: if large { 8 } else { 4 },
-        };
-        strings.check().map_err(|why| {
-            PyValueError::new_err(format!("{}: a corrupt Arrow array: {why}", path.display()))
-        })?;
-        Ok(strings)
-    }
-}
-
-/// An Arrow array of strings, read from its buffers: every access bounds-checked, since the buffers
-/// come from Python.
-pub(super) struct ArrowStrings<'a> {
-    validity: Option<&'a [u8]>,
-    offsets: &'a [u8],
-    data: &'a [u8],
-    offset: usize,
-    length: usize,
-    /// The width of an offset: 4 (`string`) or 8 (`large_string`).
-    width: usize,
-}
-
-impl ArrowStrings<'_> {
-    /// The `i`-th offset of the buffer (from the array's start).
-    fn offset_at(&self, i: usize) -> Option<usize> {
-        let at = (self.offset + i).checked_mul(self.width)?;
-        let bytes = self.offsets.get(at..at + self.width)?;
-        let value = match self.width {
-            4 => i32::from_ne_bytes(bytes.try_into().ok()?) as i64,
-            _ => i64::from_ne_bytes(bytes.try_into().ok()?),
-        };
-        usize::try_from(value).ok()
-    }
-
-    /// Whether every value's bytes are within the data buffer and the validity covers the array.
-    fn check(&self) -> Result<(), &'static str> {
-        if self.offset_at(self.length).is_none() {
-            return Err("the offsets buffer is too short");
-        }
-        if let Some(validity) = self.validity {
-            if validity.len() * 8 < self.offset + self.length {
-                return Err("the validity buffer is too short");
-            }
-        }
-        let mut previous = self.offset_at(0).unwrap_or(0);
-        for i in 1..=self.length {
-            let next = self.offset_at(i).unwrap_or(0);
-            if next < previous || next > self.data.len() {
-                return Err("offsets out of order or past the data");
-            }
-            previous = next;
-        }
-        Ok(())
-    }
-
-    /// The `i`-th string, or why it cannot be counted.
-    pub(super) fn get(&self, i: usize) -> Result<&str, String> {
-        let bit = self.offset + i;
-        if let Some(validity) = self.validity {
-            if validity[bit / 8] & (1 << (bit % 8)) == 0 {
-                return Err("the text is null".to_string());
-            }
-        }
-        let (start, end) = (self.offset_at(i), self.offset_at(i + 1));
-        let bytes = start
-            .zip(end)
-            .and_then(|(start, end)| self.data.get(start..end))
-            .unwrap_or_default();
-        std::str::from_utf8(bytes).map_err(|e| {
-            format!(
-                "invalid UTF-8 at byte {} of the text; the input must be UTF-8 text",
-                e.valid_up_to()
-            )
-        })
-    }
+/// The rows of each row group of the Parquet file `path` (`parquet_row_groups`).
+#[pyfunction]
+pub(super) fn parquet_row_groups(py: Python<'_>, path: PathBuf) -> PyResult<Vec<u64>> {
+    run_detached(py, || crate::parquet_row_groups(&path).map_err(to_py_err))
 }

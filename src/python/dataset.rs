@@ -1,7 +1,6 @@
-//! `bytepair._core.encode_dataset`: the engine's [`encode_dataset`] for Python. Text and JSON lines
-//! files are read by the engine; Parquet batches and iterables of `str` come from Python iterators,
-//! read through [`PyDocuments`] by whichever worker holds the reader (it takes the GIL for each
-//! batch, and encodes with it released).
+//! `bytepair._core.encode_dataset`: the engine's [`encode_dataset`] for Python. Files are read by the
+//! engine; iterables of `str` come from Python iterators, read through [`PyDocuments`] by whichever
+//! worker holds the reader (it takes the GIL for each batch, and encodes with it released).
 
 use std::path::PathBuf;
 
@@ -10,7 +9,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
-use super::counts::{errors_mode, kind_of, ArrowBuffers};
+use super::counts::{errors_mode, kind_of};
 use super::encoder::dtype_of;
 use super::encoder::PyEncoder;
 use super::errors::alloc_err;
@@ -24,8 +23,7 @@ use crate::{
 };
 
 /// Documents from a Python iterator whose items are `(input_bytes, batch)`: `batch` a list of `str`
-/// (an iterable's documents), or the buffers of an Arrow string array and where its rows come from,
-/// `(validity, offsets, data, offset, length, large, path, first_row)`.
+/// (an iterable's documents).
 struct PyDocuments<'p> {
     iterator: Py<PyAny>,
     errors: Errors,
@@ -44,19 +42,6 @@ impl DocumentReader for PyDocuments<'_> {
         })
     }
 }
-
-/// An Arrow string array's buffers (validity, offsets, data), offset and length, whether its offsets
-/// are 64-bit, and the file and row its values come from.
-type ArrowBatch<'py> = (
-    Option<Bound<'py, PyAny>>,
-    Bound<'py, PyAny>,
-    Bound<'py, PyAny>,
-    usize,
-    usize,
-    bool,
-    PathBuf,
-    u64,
-);
 
 impl PyDocuments<'_> {
     /// Reads the next batch into `piece`: whether the iterator ended, an engine error (a bad record
@@ -79,39 +64,20 @@ impl PyDocuments<'_> {
                 }
             }
         };
-        if let Ok(texts) = batch.cast::<PyList>() {
-            let first = self.items;
-            self.items += texts.len() as u64;
-            for (i, item) in texts.iter().enumerate() {
-                let at = first + i as u64;
-                let Ok(text) = item.cast::<PyString>() else {
-                    let kind = item.get_type().name()?;
-                    return Err(PyTypeError::new_err(format!(
-                        "item {at} is {kind}, not str: an iterable of documents must give str"
-                    )));
-                };
-                let added = match utf8(text) {
-                    Ok(text) => piece.push_document(text.as_bytes()),
-                    Err(e) => bad(RecordAt::Item(at), e.value(py).to_string(), piece),
-                };
-                if let Err(e) = added {
-                    return Ok(Err(e));
-                }
-            }
-            return Ok(Ok(false));
-        }
-        let (validity, offsets, data, offset, length, large, path, first_row): ArrowBatch<'_> =
-            batch.extract()?;
-        let buffers = ArrowBuffers::get(validity.as_ref(), &offsets, &data)?;
-        let strings = buffers.strings(offset, length, large, &path)?;
-        for i in 0..length {
-            let added = match strings.get(i) {
+        let texts = batch.cast::<PyList>()?;
+        let first = self.items;
+        self.items += texts.len() as u64;
+        for (i, item) in texts.iter().enumerate() {
+            let at = first + i as u64;
+            let Ok(text) = item.cast::<PyString>() else {
+                let kind = item.get_type().name()?;
+                return Err(PyTypeError::new_err(format!(
+                    "item {at} is {kind}, not str: an iterable of documents must give str"
+                )));
+            };
+            let added = match utf8(text) {
                 Ok(text) => piece.push_document(text.as_bytes()),
-                Err(why) => bad(
-                    RecordAt::Row(path.clone(), first_row + i as u64),
-                    why,
-                    piece,
-                ),
+                Err(e) => bad(RecordAt::Item(at), e.value(py).to_string(), piece),
             };
             if let Err(e) = added {
                 return Ok(Err(e));

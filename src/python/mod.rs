@@ -40,6 +40,7 @@ fn _core(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add_class::<encoder::PyStream>()?;
     m.add_class::<counts::PyPreTokenCounts>()?;
     m.add_function(wrap_pyfunction!(counts::source_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(counts::parquet_row_groups, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::encode_dataset_py, m)?)?;
     m.add_function(wrap_pyfunction!(functions::pretokenize, m)?)?;
     m.add_function(wrap_pyfunction!(functions::train_bpe, m)?)?;

@@ -9,8 +9,9 @@
 //! or a safe cut). A worker takes a piece only within
 //! `2 * threads` pieces of the next one to write, which bounds memory whatever the inputs.
 //!
-//! Reading (decompression, JSON parsing, Python's Parquet batches) is serial, one piece at a time; it
-//! is several times faster than encoding the same text, so on a few cores it keeps the encoders fed.
+//! Reading (decompression, JSON parsing, Parquet decoding, an iterable's batches) is serial, one piece
+//! at a time; it is several times faster than encoding the same text, so on a few cores it keeps the
+//! encoders fed.
 //!
 //! Invariants: pieces are written in sequence; a shard is finished (renamed into place, then reported
 //! to the caller) only after its last piece, and the error returned is the first in sequence, so every
@@ -35,7 +36,7 @@ use crate::threads::thread_count;
 pub enum DatasetInput<'a> {
     /// A source file, read by the engine ([`open_documents`]).
     File(PathBuf, SourceKind),
-    /// Documents read elsewhere (the Python layer's Parquet batches and iterables of `str`).
+    /// Documents read elsewhere (the Python layer's iterables of `str`).
     Reader(Box<dyn DocumentReader + 'a>),
 }
 

@@ -2,9 +2,10 @@
 //! already in memory ([`count_texts`]), on all cores.
 //!
 //! The threads share out the files. An uncompressed `.txt` file is read in chunks that any thread
-//! takes, as [`crate::count_files`] does, so one large file keeps every thread busy. A compressed file
-//! or a JSON lines file is decompressed and parsed by the one thread that takes it, which is what lets
-//! decompression run on all cores at once: a corpus ships as many shards.
+//! takes, as [`crate::count_files`] does, and a Parquet file in row groups, so one large file keeps
+//! every thread busy. A compressed file or a JSON lines file is decompressed and parsed by the one
+//! thread that takes it, which is what lets decompression run on all cores at once: a corpus ships as
+//! many shards.
 //!
 //! Results do not depend on the number of threads or on the order of the files, and neither does the
 //! error returned: in strict mode, an error stops only the work on files after it (and what follows it
@@ -14,13 +15,15 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
+use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::decompress::{self, Probe};
 use super::jsonl::{JsonLines, Record};
 use super::kind::{Format, SourceKind};
+use super::parquet::ParquetText;
 use crate::chunks::{Chunk, ChunkReader};
 use crate::error::{try_reserve, AllocError, Error, RecordAt, Result};
 use crate::input::open_input;
@@ -271,44 +274,6 @@ impl CorpusCounts {
         Ok(())
     }
 
-    /// Counts the records `text(0..n)`, each a document split at `specials`, into these counts on the
-    /// calling thread, and returns the messages of the bad records it skipped ([`Errors::Skip`]), in
-    /// order. They are not added here: a caller whose threads each count into counts of their own,
-    /// which saves adding every batch's counts to a total, adds the messages ([`Self::add_skipped`])
-    /// in source order. In strict mode the first bad record's error is returned, the records before
-    /// it counted.
-    pub fn count_records<'t>(
-        &mut self,
-        n: usize,
-        text: impl Fn(usize) -> Result<&'t str>,
-        specials: &SpecialTokens,
-        errors: Errors,
-    ) -> Result<Vec<String>> {
-        self.check_tokens(Some(specials.tokens()))?;
-        if self.special_tokens.is_none() {
-            self.special_tokens = Some(specials.tokens().to_vec());
-        }
-        let mut skipped = Vec::new();
-        let mut counted = Ok(());
-        for i in 0..n {
-            counted = match text(i) {
-                Ok(text) => {
-                    count_record(text, specials, &mut self.pretokens).map(|()| self.documents += 1)
-                }
-                Err(e) if errors == Errors::Skip => try_reserve(&mut skipped, 1)
-                    .map(|()| skipped.push(e.to_string()))
-                    .map_err(|e| e.named("the messages of skipped records")),
-                Err(e) => Err(e),
-            };
-            if counted.is_err() {
-                break;
-            }
-        }
-        // The counts are whole only once the table of hot pre-tokens in front of the map is emptied.
-        self.pretokens.flush()?;
-        counted.map(|()| skipped)
-    }
-
     /// The `n` most frequent pre-tokens with their counts, most frequent first, ties in byte order.
     pub fn most_common(&self, n: usize) -> Result<Vec<(Vec<u8>, u64)>> {
         let oom = |e: AllocError| e.named("the most common pre-tokens");
@@ -404,6 +369,8 @@ struct Outcome {
     errors: Errors,
     /// Work on the sources from this index on stops: the index of the first error's source.
     stop_before: AtomicUsize,
+    /// An error with no place in the sources stopped everything.
+    stop_all: AtomicBool,
     first_error: Mutex<Option<(Position, Error)>>,
     skipped: Mutex<Skipped>,
 }
@@ -413,6 +380,7 @@ impl Outcome {
         Outcome {
             errors,
             stop_before: AtomicUsize::new(usize::MAX),
+            stop_all: AtomicBool::new(false),
             first_error: Mutex::new(None),
             skipped: Mutex::new(Skipped::default()),
         }
@@ -423,8 +391,26 @@ impl Outcome {
         index < self.stop_before.load(Ordering::Relaxed)
     }
 
+    /// Whether work at `at` goes on: a source being read in parts by several threads (a Parquet
+    /// file's row groups) stops only after its first error, so that the parts before it, on other
+    /// threads, run to their end and find any error that comes first.
+    fn goes_on(&self, at: Position) -> bool {
+        if self.running(at.0) {
+            return true;
+        }
+        let first = self
+            .first_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        !self.stop_all.load(Ordering::Relaxed)
+            && first.as_ref().is_some_and(|(place, _)| at < *place)
+    }
+
     /// Records the error `e` at `at`, and stops the work on the sources after it.
     fn fail(&self, at: Position, e: Error) {
+        if at == NOWHERE {
+            self.stop_all.store(true, Ordering::Relaxed);
+        }
         let stop = if at == NOWHERE { 0 } else { at.0 };
         self.stop_before.fetch_min(stop, Ordering::Relaxed);
         let mut first = self
@@ -528,17 +514,30 @@ fn counts_of(counted: &mut Option<Counted>) -> Result<&mut Counted> {
     Ok(counted.as_mut().expect("made above"))
 }
 
-/// The work a thread takes: a chunk of an uncompressed text file, or a whole file.
+/// The work a thread takes: a chunk of an uncompressed text file, a row group of a Parquet file, or a
+/// whole file.
 enum Work {
     Chunk(usize, Chunk),
+    RowGroup(usize, Arc<ParquetText>, usize),
     File(usize),
 }
 
-/// The uncompressed text file being read in chunks, and the index of the next file to take.
+/// The file being read in parts: an uncompressed text file in chunks, or a Parquet file in row groups
+/// (the next one, and the end of those to count).
+enum Parts<'s> {
+    Chunks(ChunkReader<'s, File>),
+    RowGroups(Arc<ParquetText>, Range<usize>),
+}
+
+/// The file being read in parts, and the index of the next file to take.
 struct Queue<'s> {
-    current: Option<(usize, ChunkReader<'s, File>)>,
+    current: Option<(usize, Parts<'s>)>,
     next: usize,
 }
+
+/// Parquet rows are counted in batches of about this many bytes of text: each thread holds one, and
+/// starting a batch costs little against counting it.
+const PARQUET_BATCH_BYTES: usize = 16 << 20;
 
 /// Input bytes read between two progress reports of a file read whole.
 const REPORT_EVERY: u64 = 1 << 20;
@@ -550,6 +549,8 @@ struct FileCount<'a, P> {
     progress: &'a dyn Progress,
     outcome: &'a Outcome,
     queue: Mutex<Queue<'a>>,
+    /// The row groups counted of each Parquet file (all of them when None).
+    row_groups: Option<Range<usize>>,
     /// The bytes of the files, and those read so far (compressed, as they are on disk).
     total: u64,
     done: AtomicU64,
@@ -576,19 +577,25 @@ impl<P: AsRef<Path> + Sync> FileCount<'_, P> {
     fn next_work(&self) -> Option<Work> {
         let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            if let Some((index, reader)) = &mut queue.current {
+            if let Some((index, parts)) = &mut queue.current {
                 let index = *index;
                 if !self.outcome.running(index) {
                     return None;
                 }
-                match reader.next() {
-                    Some(Ok(chunk)) => return Some(Work::Chunk(index, chunk)),
-                    Some(Err(e)) => {
-                        let e = Error::read(self.path(index), e, self.options.chunk_size);
-                        self.outcome.fail((index, u64::MAX), e);
-                        return None;
-                    }
-                    None => queue.current = None,
+                match parts {
+                    Parts::Chunks(reader) => match reader.next() {
+                        Some(Ok(chunk)) => return Some(Work::Chunk(index, chunk)),
+                        Some(Err(e)) => {
+                            let e = Error::read(self.path(index), e, self.options.chunk_size);
+                            self.outcome.fail((index, u64::MAX), e);
+                            return None;
+                        }
+                        None => queue.current = None,
+                    },
+                    Parts::RowGroups(text, groups) => match groups.next() {
+                        Some(group) => return Some(Work::RowGroup(index, text.clone(), group)),
+                        None => queue.current = None,
+                    },
                 }
                 continue;
             }
@@ -598,6 +605,10 @@ impl<P: AsRef<Path> + Sync> FileCount<'_, P> {
             }
             queue.next += 1;
             let kind = self.files[index].1;
+            if kind.format == Format::Parquet {
+                self.open_parquet(index, &mut queue);
+                continue;
+            }
             if kind.format != Format::Txt || kind.compression.name().is_some() {
                 return Some(Work::File(index));
             }
@@ -605,11 +616,86 @@ impl<P: AsRef<Path> + Sync> FileCount<'_, P> {
                 Ok(file) => {
                     let reader =
                         ChunkReader::new(file, self.options.specials, self.options.chunk_size);
-                    queue.current = Some((index, reader));
+                    queue.current = Some((index, Parts::Chunks(reader)));
                 }
                 Err(e) => self.outcome.fail((index, 0), e),
             }
         }
+    }
+
+    /// Opens the Parquet file `index` for its row groups to be taken (those of `self.row_groups`); a
+    /// file that is not Parquet is skipped whole in skip mode, counting once.
+    fn open_parquet(&self, index: usize, queue: &mut Queue<'_>) {
+        let text = match ParquetText::open(self.path(index), self.options.text_field) {
+            Ok(text) => text,
+            Err(e @ Error::BadParquet { .. }) => {
+                let size = std::fs::metadata(self.path(index)).map_or(0, |m| m.len());
+                match self.outcome.bad_record((index, 0), e) {
+                    Ok(()) => self.advance(size),
+                    Err((at, e)) => self.outcome.fail(at, e),
+                }
+                return;
+            }
+            Err(e) => return self.outcome.fail((index, 0), e),
+        };
+        let all = 0..text.row_groups();
+        let groups = match &self.row_groups {
+            Some(range) => range.start.min(all.end)..range.end.min(all.end),
+            None => all,
+        };
+        queue.current = Some((index, Parts::RowGroups(Arc::new(text), groups)));
+    }
+
+    /// Counts row group `group` of the Parquet file `index`.
+    fn count_row_group(
+        &self,
+        index: usize,
+        text: &Arc<ParquetText>,
+        group: usize,
+        counted: &mut Counted,
+    ) {
+        if let Err((at, e)) = self.try_count_row_group(index, text, group, counted) {
+            self.outcome.fail(at, e);
+        }
+        self.advance(text.share(group));
+    }
+
+    fn try_count_row_group(
+        &self,
+        index: usize,
+        text: &Arc<ParquetText>,
+        group: usize,
+        counted: &mut Counted,
+    ) -> std::result::Result<(), (Position, Error)> {
+        let mut row = text.first_row(group);
+        // Damaged data ends the row group: skipped and counted, or the count's error.
+        let damaged = |e: Error, row: u64| match e {
+            Error::BadParquet { .. } => self.outcome.bad_record((index, row), e),
+            e => Err(((index, row), e)),
+        };
+        let mut batches = match text.batches(group, PARQUET_BATCH_BYTES) {
+            Ok(batches) => batches,
+            Err(e) => return damaged(e, row),
+        };
+        while self.outcome.goes_on((index, row)) {
+            let batch = match batches.next_batch() {
+                Ok(Some(batch)) => batch,
+                Ok(None) => break,
+                Err(e) => return damaged(e, row),
+            };
+            for i in 0..batch.len() {
+                match batch.text(i) {
+                    Ok(record) => {
+                        count_record(record, self.options.specials, &mut counted.counts)
+                            .map_err(|e| (NOWHERE, e))?;
+                        counted.documents += 1;
+                    }
+                    Err(e) => self.outcome.bad_record((index, batch.row(i)), e)?,
+                }
+            }
+            row = batch.row(batch.len());
+        }
+        Ok(())
     }
 
     /// Counts a chunk of the uncompressed text file `index`.
@@ -714,7 +800,7 @@ impl<P: AsRef<Path> + Sync> FileCount<'_, P> {
                     report(&probe, false);
                 }
             }
-            Format::Parquet => unreachable!("refused before counting"),
+            Format::Parquet => unreachable!("read in row groups"),
         }
         report(&probe, true);
         Ok(())
@@ -728,12 +814,39 @@ impl<P: AsRef<Path> + Sync> FileCount<'_, P> {
 /// the documents joined by a special token, without that token's occurrences and bytes. They do not
 /// depend on the number of threads, the chunk size or the order of the files.
 ///
-/// Fails before counting on a Parquet file (the Python layer reads those) or a file that cannot be
-/// looked up; then on the first error in source order: a file that cannot be read, invalid UTF-8 in a
-/// `.txt` file, and in strict mode ([`Errors::Strict`]) a bad record or a corrupt compressed stream
-/// (which [`Errors::Skip`] skips and counts); or when memory runs out or `progress` asks to stop.
+/// Fails before counting on a file that cannot be looked up; then on the first error in source order:
+/// a file that cannot be read, invalid UTF-8 in a `.txt` file, a Parquet file without the string
+/// column `options.text_field`, and in strict mode ([`Errors::Strict`]) a bad record, a corrupt
+/// compressed stream or damaged Parquet data (which [`Errors::Skip`] skips and counts); or when memory
+/// runs out or `progress` asks to stop.
 pub fn count_sources<P: AsRef<Path> + Sync>(
     files: &[(P, SourceKind)],
+    options: &SourceOptions<'_>,
+    progress: &dyn Progress,
+) -> Result<CorpusCounts> {
+    count_files_of(files, None, options, progress)
+}
+
+/// Counts the row groups `row_groups` (indices from 0; those past the file's end are none) of the
+/// Parquet file `path`, as [`count_sources`] counts the whole file: the counts of ranges that cover a
+/// file add up to the file's, so that the parts of a large file can be counted apart.
+pub fn count_parquet_row_groups(
+    path: &Path,
+    row_groups: Range<usize>,
+    options: &SourceOptions<'_>,
+    progress: &dyn Progress,
+) -> Result<CorpusCounts> {
+    let kind = SourceKind {
+        format: Format::Parquet,
+        compression: super::kind::Compression::None,
+    };
+    count_files_of(&[(path, kind)], Some(row_groups), options, progress)
+}
+
+/// [`count_sources`], counting only `row_groups` of each Parquet file when given.
+fn count_files_of<P: AsRef<Path> + Sync>(
+    files: &[(P, SourceKind)],
+    row_groups: Option<Range<usize>>,
     options: &SourceOptions<'_>,
     progress: &dyn Progress,
 ) -> Result<CorpusCounts> {
@@ -741,13 +854,6 @@ pub fn count_sources<P: AsRef<Path> + Sync>(
     let mut text_files = 0;
     for (path, kind) in files {
         let path = path.as_ref();
-        if kind.format == Format::Parquet {
-            let why = "Parquet files are read by the bytepair Python package, not by the engine";
-            return Err(Error::io(
-                path,
-                std::io::Error::new(std::io::ErrorKind::Unsupported, why),
-            ));
-        }
         text_files += u64::from(kind.format == Format::Txt);
         total += std::fs::metadata(path)
             .map_err(|e| Error::io(path, e))?
@@ -763,6 +869,7 @@ pub fn count_sources<P: AsRef<Path> + Sync>(
             current: None,
             next: 0,
         }),
+        row_groups,
         total,
         done: AtomicU64::new(0),
     };
@@ -778,6 +885,9 @@ pub fn count_sources<P: AsRef<Path> + Sync>(
             };
             match work {
                 Work::Chunk(index, chunk) => count.count_chunk(index, &chunk, counted),
+                Work::RowGroup(index, text, group) => {
+                    count.count_row_group(index, &text, group, counted)
+                }
                 Work::File(index) => count.count_file(index, counted),
             }
         }
@@ -961,8 +1071,19 @@ mod tests {
             write(&dir, "d.txt.zst", DOCS[1].as_bytes()),
             write(&dir, "e.jsonl.xz", jsonl(&DOCS[..2]).as_bytes()),
             write(&dir, "f.txt.gz", b""),
+            parquet(
+                &dir,
+                "g.parquet",
+                &[Some(DOCS[2]), Some(DOCS[3]), Some(DOCS[4])],
+                2,
+            ),
         ];
-        let documents = [DOCS.as_slice(), &[DOCS[1], DOCS[0], DOCS[1], ""]].concat();
+        let documents = [
+            DOCS.as_slice(),
+            &[DOCS[1], DOCS[0], DOCS[1], ""],
+            &DOCS[2..],
+        ]
+        .concat();
         let expected = joined(&documents, &specials);
         for threads in [1, 2, 5] {
             let mut files = files.to_vec();
@@ -978,8 +1099,8 @@ mod tests {
                     got.pretokens, expected,
                     "{threads} threads, rotation {rotation}"
                 );
-                // 3 text files, and 2 + 2 + 2 records.
-                assert_eq!(got.documents(), 9);
+                // 3 text files, and 2 + 2 + 2 records and 3 rows.
+                assert_eq!(got.documents(), 12);
                 assert_eq!(
                     got.special_tokens(),
                     Some(["<|eot|>".to_string()].as_slice())
@@ -1024,6 +1145,50 @@ mod tests {
             )
             .unwrap_err();
             assert!(matches!(e, Error::InvalidUtf8 { offset: 3, .. }), "{e}");
+        }
+    }
+
+    fn parquet(
+        dir: &Path,
+        name: &str,
+        rows: &[Option<&str>],
+        group_rows: usize,
+    ) -> (PathBuf, SourceKind) {
+        let path = dir.join(name);
+        crate::sources::parquet::tests::write_parquet(&path, rows, group_rows);
+        let kind = SourceKind::of(&path).unwrap();
+        (path, kind)
+    }
+
+    #[test]
+    fn a_parquet_file_s_first_bad_row_is_the_error_whatever_thread_reads_its_row_group() {
+        let dir = folder("parquet-rows");
+        let specials = SpecialTokens::new::<&str>(&[]).unwrap();
+        let long = "many words in a row ".repeat(500);
+        let mut rows = vec![Some(long.as_str()); 400];
+        rows[5] = None;
+        rows[395] = None;
+        let file = [parquet(&dir, "rows.parquet", &rows, 40)];
+        let null = |row: usize| format!("{}: row {row}: the text is null", file[0].0.display());
+        for threads in [1, 2, 4] {
+            for _ in 0..3 {
+                let strict = options(&specials, Errors::Strict, threads);
+                let e = count_sources(&file, &strict, &Silent).unwrap_err();
+                assert_eq!(e.to_string(), null(5), "{threads} threads");
+            }
+            let skip = options(&specials, Errors::Skip, threads);
+            let got = count_sources(&file, &skip, &Silent).unwrap();
+            assert_eq!((got.documents(), got.skipped()), (398, 2));
+            assert_eq!(got.skipped_errors(), [null(5), null(395)]);
+            let good: Vec<&str> = rows.iter().flatten().copied().collect();
+            assert_eq!(got.pretokens, joined(&good, &specials));
+            // Ranges of row groups add up to the file; a range past its end counts nothing.
+            let mut parts = CorpusCounts::new().unwrap();
+            for range in [0..3, 3..4, 4..10, 10..12] {
+                let part = count_parquet_row_groups(&file[0].0, range, &skip, &Silent).unwrap();
+                parts.update(&part).unwrap();
+            }
+            assert_eq!(parts, got);
         }
     }
 

@@ -9,17 +9,20 @@
 //!   as it encodes the chunk ([`Piece::split`]); a document may span chunks.
 //! - a JSON lines file, compressed or not, records until the piece holds a chunk's worth of text, each
 //!   record a document ([`Piece::ends`]).
+//! - a Parquet file likewise, rows of its text column, row group after row group.
 //!
 //! Bad records are errors, or skipped and counted in the piece ([`Errors`]), as counting does. A reader
 //! is used by one thread at a time but moves between threads.
 
 use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::count::{Errors, MAX_KEPT_ERRORS};
 use super::decompress::{self, Probe};
 use super::jsonl::{JsonLines, Record};
 use super::kind::{Format, SourceKind};
+use super::parquet::{ParquetText, TextBatch, TextBatches};
 use crate::chunks::ChunkReader;
 use crate::error::{try_push, try_reserve, AllocError, Error, RecordAt, Result};
 use crate::input::open_input;
@@ -92,8 +95,9 @@ pub struct DocumentOptions<'a> {
     pub chunk_size: usize,
 }
 
-/// Opens the documents of the file `path` of kind `kind` (a Parquet file is refused: the Python layer
-/// reads those). Fails when the file cannot be opened, naming it.
+/// Opens the documents of the file `path` of kind `kind`. Fails when the file cannot be opened, naming
+/// it, and when a Parquet file has no string column `options.text_field`; a file that is not Parquet
+/// is an error, or in skip mode a reader of no documents that skips it.
 pub fn open_documents<'a>(
     path: &Path,
     kind: SourceKind,
@@ -101,11 +105,24 @@ pub fn open_documents<'a>(
     progress: &dyn Progress,
 ) -> Result<Box<dyn DocumentReader + 'a>> {
     if kind.format == Format::Parquet {
-        let why = "Parquet files are read by the bytepair Python package, not by the engine";
-        return Err(Error::io(
-            path,
-            std::io::Error::new(ErrorKind::Unsupported, why),
-        ));
+        let skip = options.errors == Errors::Skip;
+        let (text, skipped) = match ParquetText::open(path, options.text_field) {
+            Ok(text) => (Some(Arc::new(text)), None),
+            Err(e @ Error::BadParquet { .. }) if skip => {
+                let size = std::fs::metadata(path).map_or(0, |m| m.len());
+                (None, Some((e, size)))
+            }
+            Err(e) => return Err(e),
+        };
+        return Ok(Box::new(ParquetDocuments {
+            text,
+            skipped,
+            group: 0,
+            batches: None,
+            pending: None,
+            errors: options.errors,
+            chunk_size: options.chunk_size,
+        }));
     }
     let file = open_input(path, progress)?;
     let (reader, probe) = decompress::open(file, kind.compression);
@@ -189,6 +206,89 @@ impl DocumentReader for TextDocuments<'_> {
     }
 }
 
+/// A Parquet file, rows a piece at a time.
+struct ParquetDocuments {
+    /// The file, or None when it is skipped whole.
+    text: Option<Arc<ParquetText>>,
+    /// The error of a file skipped whole, and its size, until reported.
+    skipped: Option<(Error, u64)>,
+    /// The row group being read, or the next.
+    group: usize,
+    batches: Option<TextBatches>,
+    /// A batch read but not all put in pieces, and its next row.
+    pending: Option<(TextBatch, usize)>,
+    errors: Errors,
+    chunk_size: usize,
+}
+
+impl ParquetDocuments {
+    /// Damaged data at `e`: the rest of the row group skipped and counted in `piece`
+    /// ([`Errors::Skip`]), or the error.
+    fn damaged(&mut self, e: Error, piece: &mut Piece, text: &ParquetText) -> Result<()> {
+        match e {
+            Error::BadParquet { .. } if self.errors == Errors::Skip => {
+                piece.skip(&e);
+                self.end_group(piece, text);
+                Ok(())
+            }
+            e => Err(e),
+        }
+    }
+
+    /// Moves on to the next row group, the one read counted in `piece`'s input bytes.
+    fn end_group(&mut self, piece: &mut Piece, text: &ParquetText) {
+        piece.input_bytes += text.share(self.group);
+        self.group += 1;
+        self.batches = None;
+        self.pending = None;
+    }
+}
+
+impl DocumentReader for ParquetDocuments {
+    fn read(&mut self, piece: &mut Piece) -> Result<bool> {
+        piece.clear();
+        if let Some((e, size)) = self.skipped.take() {
+            piece.skip(&e);
+            piece.input_bytes = size;
+        }
+        let Some(text) = self.text.clone() else {
+            return Ok(true);
+        };
+        while piece.text.len() < self.chunk_size {
+            if let Some((batch, next)) = &mut self.pending {
+                while *next < batch.len() && piece.text.len() < self.chunk_size {
+                    match batch.text(*next) {
+                        Ok(row) => piece.push_document(row.as_bytes())?,
+                        Err(e) if self.errors == Errors::Skip => piece.skip(&e),
+                        Err(e) => return Err(e),
+                    }
+                    *next += 1;
+                }
+                if *next == batch.len() {
+                    self.pending = None;
+                }
+                continue;
+            }
+            if let Some(batches) = &mut self.batches {
+                match batches.next_batch() {
+                    Ok(Some(batch)) => self.pending = Some((batch, 0)),
+                    Ok(None) => self.end_group(piece, &text),
+                    Err(e) => self.damaged(e, piece, &text)?,
+                }
+                continue;
+            }
+            if self.group == text.row_groups() {
+                break;
+            }
+            match text.batches(self.group, self.chunk_size) {
+                Ok(batches) => self.batches = Some(batches),
+                Err(e) => self.damaged(e, piece, &text)?,
+            }
+        }
+        Ok(self.group == text.row_groups())
+    }
+}
+
 /// A JSON lines file, records a piece at a time.
 struct JsonDocuments {
     records: JsonLines<Box<dyn Read + Send>>,
@@ -220,5 +320,75 @@ impl DocumentReader for JsonDocuments {
         }
         piece.input_bytes = source.advance();
         Ok(source.ended)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::Silent;
+
+    /// Every piece of `reader`, to its end.
+    fn pieces(mut reader: Box<dyn DocumentReader + '_>) -> Result<Vec<Piece>> {
+        let mut all = Vec::new();
+        loop {
+            let mut piece = Piece::default();
+            let ended = reader.read(&mut piece)?;
+            all.push(piece);
+            if ended {
+                return Ok(all);
+            }
+        }
+    }
+
+    #[test]
+    fn a_parquet_file_s_rows_come_in_order_a_piece_of_about_the_chunk_size_at_a_time() {
+        let path =
+            std::env::temp_dir().join(format!("bytepair-docs-{}.parquet", std::process::id()));
+        let texts: Vec<String> = (0..30)
+            .map(|i| format!("document {i} {}", "y".repeat(i)))
+            .collect();
+        let mut rows: Vec<Option<&str>> = texts.iter().map(|t| Some(t.as_str())).collect();
+        rows[17] = None;
+        crate::sources::parquet::tests::write_parquet(&path, &rows, 8);
+        let specials = SpecialTokens::new::<&str>(&[]).unwrap();
+        let kind = SourceKind::of(&path).unwrap();
+        let options = |errors| DocumentOptions {
+            specials: &specials,
+            text_field: "text",
+            errors,
+            chunk_size: 100,
+        };
+        let strict = options(Errors::Strict);
+        let reader = open_documents(&path, kind, &strict, &Silent).unwrap();
+        let e = pieces(reader).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            format!("{}: row 17: the text is null", path.display())
+        );
+        let skip = options(Errors::Skip);
+        let all = pieces(open_documents(&path, kind, &skip, &Silent).unwrap()).unwrap();
+        let mut documents = Vec::new();
+        for piece in &all {
+            assert!(
+                piece.text.len() < 100 + 50,
+                "a piece stops at the first row past 100 bytes"
+            );
+            let mut start = 0;
+            for &end in &piece.ends {
+                documents.push(String::from_utf8(piece.text[start..end].to_vec()).unwrap());
+                start = end;
+            }
+        }
+        let expected: Vec<String> = rows.iter().flatten().map(|t| t.to_string()).collect();
+        assert_eq!(documents, expected);
+        assert_eq!(all.iter().map(|p| p.skipped).sum::<u64>(), 1);
+        let size = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(all.iter().map(|p| p.input_bytes).sum::<u64>(), size);
+        std::fs::write(&path, b"not parquet").unwrap();
+        let all = pieces(open_documents(&path, kind, &skip, &Silent).unwrap()).unwrap();
+        assert_eq!((all.len(), all[0].skipped, all[0].input_bytes), (1, 1, 11));
+        assert!(open_documents(&path, kind, &strict, &Silent).is_err());
+        std::fs::remove_file(&path).unwrap();
     }
 }

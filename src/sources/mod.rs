@@ -15,8 +15,8 @@
 //! - [`range`]: a byte range of an uncompressed text file counted on its own, cut at safe places
 //!   ([`count_text_range`]), so that the parts of a large file can be counted apart and added up.
 //!
-//! Parquet is read by the Python layer (pyarrow), which hands the engine each batch of rows
-//! ([`CorpusCounts::count_records`]); the engine only names the format.
+//! - [`parquet`]: the text column of a Parquet file, a row group at a time, which counting and
+//!   [`open_documents`] read as they read text files in chunks; [`parquet_row_groups`] for planners.
 
 mod count;
 mod counts_file;
@@ -24,9 +24,14 @@ mod decompress;
 mod documents;
 mod jsonl;
 mod kind;
+mod parquet;
 mod range;
 
-pub use count::{count_sources, count_texts, CorpusCounts, Errors, SourceOptions, MAX_KEPT_ERRORS};
+pub use count::{
+    count_parquet_row_groups, count_sources, count_texts, CorpusCounts, Errors, SourceOptions,
+    MAX_KEPT_ERRORS,
+};
 pub use documents::{open_documents, DocumentOptions, DocumentReader, Piece};
 pub use kind::{Compression, Format, SourceKind};
+pub use parquet::parquet_row_groups;
 pub use range::count_text_range;
