@@ -73,6 +73,12 @@ CALLS = {
         os.path.join(tok_dir, "vocab.json"), os.path.join(tok_dir, "merges.txt"), SPECIALS
     ).encode("hello there"),
     "pretokenize": lambda: bytepair.pretokenize(text),
+    "count_parquet": lambda: bytepair.count_pretokens(
+        os.path.join(work, "corpus.parquet"), SPECIALS, num_threads=1
+    ).most_common(),
+    "count_jsonl_zst": lambda: bytepair.count_pretokens(
+        os.path.join(work, "corpus.jsonl.zst"), SPECIALS, num_threads=1
+    ).most_common(),
 }
 
 def resident():
@@ -139,6 +145,15 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (work / "sample.txt").write_text(text[:300_000], encoding="utf-8")
     vocab, merges = bytepair.train_bpe(work / "sample.txt", 600, SPECIALS)
     Tokenizer(vocab, merges, SPECIALS).save(work / "tok")
+    # The documents as shards: Parquet (decoded by arrow-rs, whose allocations abort when they fail
+    # unless the reader reserves their memory first) and JSON lines compressed with zstd.
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    zstandard = pytest.importorskip("zstandard")
+    docs = text.split(SPECIALS[0])
+    pq.write_table(pa.table({"text": docs}), work / "corpus.parquet", row_group_size=2000)
+    lines = "".join(json.dumps({"text": d}) + "\n" for d in docs).encode()
+    (work / "corpus.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines))
     return work
 
 
@@ -160,6 +175,10 @@ def expected(work: Path) -> dict[str, str]:
         "Tokenizer": digest(tok.encode("hello there")),
         "from_files": digest(tok.encode("hello there")),
         "pretokenize": digest(bytepair.pretokenize(text)),
+        "count_parquet": digest(bytepair.count_pretokens(work / "corpus.parquet", SPECIALS).most_common()),
+        "count_jsonl_zst": digest(
+            bytepair.count_pretokens(work / "corpus.jsonl.zst", SPECIALS).most_common()
+        ),
     }
 
 
@@ -199,6 +218,8 @@ ENTRIES = [
     "Tokenizer",
     "from_files",
     "pretokenize",
+    "count_parquet",
+    "count_jsonl_zst",
 ]
 
 
@@ -265,3 +286,73 @@ def test_cli_reports_out_of_memory_in_one_line(work: Path) -> None:
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("bytepair: error: "), proc.stderr[-2000:]
     assert "allocate" in lines[0] or "out of memory" in lines[0], lines[0]
+
+
+PARQUET_CHILD = """
+import json, os, resource, sys
+import bytepair
+
+path, out, entry, headroom = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+tok = bytepair.Tokenizer.from_dir(sys.argv[5])
+
+def call():
+    if entry == "count":
+        return bytepair.count_pretokens(path, SPECIALS, num_threads=1).total()
+    return tok.encode_dataset(path, out, format="bin", num_threads=1, resume=False).tokens
+
+def mapped():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+report = {}
+resource.setrlimit(resource.RLIMIT_AS, (mapped() + headroom, resource.RLIM_INFINITY))
+try:
+    report["during"] = call()
+    report["outcome"] = "finished"
+except MemoryError as e:
+    report["outcome"] = "MemoryError"
+    report["message"] = str(e)
+except BaseException as e:
+    report["outcome"] = type(e).__name__
+    report["message"] = str(e)
+finally:
+    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+report["after"] = call()
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.parametrize("entry", ["count", "encode"])
+def test_parquet_decoding_under_a_memory_limit_is_a_memory_error_not_an_abort(
+    work: Path, tmp_path: Path, entry: str
+) -> None:
+    """arrow-rs aborts the process when one of its allocations fails; the reader reserves what a batch
+    and its pages take first. Pages here hold 1,000 documents of 14 KB (pyarrow checks a page's size
+    every 1,024 rows), 14 MB each. The limit is what is mapped plus a headroom, so new mappings can
+    be made up to it: the decoder's large allocations are what fails, at 5 to 60 MB."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    words = (work / "sample.txt").read_text(encoding="utf-8").split()
+    docs = [" ".join(words[i % 1000 : i % 1000 + 2500]) for i in range(3000)]
+    path = tmp_path / "pages.parquet"
+    pq.write_table(pa.table({"text": docs}), path, row_group_size=1000)
+    script = f"SPECIALS = {SPECIALS!r}\n" + textwrap.dedent(PARQUET_CHILD)
+    outcomes = []
+    for headroom in [5_000_000, 10_000_000, 20_000_000, 40_000_000, 60_000_000]:
+        out = tmp_path / f"out-{headroom}"
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(path), str(out), entry, str(headroom), str(work / "tok")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, f"the child died ({proc.returncode}): {proc.stderr[-2000:]}"
+        assert proc.stderr == "", proc.stderr[-2000:]
+        report = json.loads(proc.stdout)
+        assert report["outcome"] in ("finished", "MemoryError"), report
+        if report["outcome"] == "finished":
+            assert report["during"] == report["after"]
+        else:
+            assert "could not allocate" in report["message"], report
+        outcomes.append(report["outcome"])
+    assert "MemoryError" in outcomes, outcomes

@@ -204,11 +204,11 @@ def test_parquet_memory_grows_neither_with_the_row_group_nor_the_document(
     block: str, tmp_path: Path, kind: str
 ) -> None:
     """The same 200 MB of documents in row groups of 100,000 rows (about 20 MB, more than a batch), then
-    as one row group (pyarrow writes up to a million rows in one, and reads a row group's column chunk
-    whole unless told to buffer it), then joined into documents of 1 MB (rows are read in batches of
-    about a fixed size of text, not a fixed number of rows): no peak more than 50 MB above the first
-    (before, counting went 107 MB above it with one row group and 539 MB with the long documents, and
-    encoding peaked at 396 MB), and the same result for the first two."""
+    as one row group (pyarrow writes up to a million rows in one; the reader fetches a page at a time,
+    never a column chunk whole), then joined into documents of 1 MB (rows are read in batches of about a
+    fixed size of text, not a fixed number of rows): no peak more than 50 MB above the first (pyarrow's
+    readers with their defaults went 107 MB above it counting one row group and 539 MB with the long
+    documents, and encoding peaked at 396 MB), and the same result for the first two."""
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     pieces = [d for d in block.split(EOT) if d] * (200 * MB // len(block))

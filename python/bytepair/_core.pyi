@@ -16,6 +16,7 @@ def train_bpe(
     count_tokens: bool = False,
 ) -> tuple[list[bytes], list[tuple[bytes, bytes]], tuple[int, int, int | None]]: ...
 def source_kind(path: str) -> tuple[str, str | None]: ...
+def parquet_row_groups(path: str) -> list[int]: ...
 def encode_dataset(
     encoder: Encoder,
     folder: str,
@@ -76,19 +77,16 @@ class PreTokenCounts:
         num_threads: int | None = None,
     ) -> None: ...
     def _add_kept(self) -> None: ...
-    def _count_arrow(
+    def _count_row_groups(
         self,
-        validity: object | None,
-        offsets: object,
-        data: object,
-        offset: int,
-        length: int,
-        large: bool,
         path: str,
-        first_row: int,
+        start: int,
+        end: int,
         special_tokens: list[str],
+        text_field: str,
         skip: bool,
-    ) -> list[str]: ...
+        num_threads: int | None = None,
+    ) -> None: ...
     def _train(
         self,
         vocab_size: int,

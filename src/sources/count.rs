@@ -537,7 +537,7 @@ struct Queue<'s> {
 
 /// Parquet rows are counted in batches of about this many bytes of text: each thread holds one, and
 /// starting a batch costs little against counting it.
-const PARQUET_BATCH_BYTES: usize = 16 << 20;
+const PARQUET_BATCH_BYTES: usize = 4 << 20;
 
 /// Input bytes read between two progress reports of a file read whole.
 const REPORT_EVERY: u64 = 1 << 20;

@@ -15,6 +15,12 @@
 //! without them every string column comes back as one type. arrow-rs checks that a string page is
 //! UTF-8, as the Parquet format requires, so invalid UTF-8 is a damaged row group, not a bad record.
 //!
+//! Memory: the decoder's allocations are not fallible (it aborts the process when one fails), so before
+//! each batch the memory it will take is reserved and given back ([`decoder_headroom`]): a memory limit
+//! too tight for a batch is an [`Error::OutOfMemory`], not an abort. The reservation covers a batch of
+//! `batch_bytes` and pages of up to 2,048 rows of the row group's average size; a page of rows far
+//! longer than the others can still take the decoder past it.
+//!
 //! Errors: a file that is not Parquet, or whose footer or row group cannot be decoded, is
 //! [`Error::BadParquet`], which skip mode skips (the file, or the rest of the row group); a missing text
 //! column, or one that is not strings, is [`Error::TextColumn`], which it does not (the caller named
@@ -41,7 +47,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::errors::ParquetError;
 use parquet::file::reader::{ChunkReader, Length};
 
-use crate::error::{try_reserve, Error, RecordAt, Result};
+use crate::error::{try_reserve, AllocError, Error, RecordAt, Result};
 
 /// The most rows a batch holds, however short they are: a batch's array of offsets stays small.
 const MAX_BATCH_ROWS: usize = 65_536;
@@ -185,6 +191,15 @@ impl ParquetText {
         let batch_rows = (batch_bytes as u128 * u128::from(rows) / u128::from(text_bytes))
             .clamp(1, MAX_BATCH_ROWS as u128) as usize;
         let first_row = self.first_rows[group];
+        // A writer checks a page's size only every 1,024 rows (pyarrow's and arrow-rs's write batch),
+        // so a page can hold 1,024 rows whatever their size: twice that many of the row group's
+        // average, within the column chunk, bounds it but for rows far longer than the others.
+        let average_row = text_bytes / rows;
+        let page = text_bytes
+            .min(average_row.saturating_mul(2048))
+            .max(1 << 20);
+        let headroom = decoder_headroom(batch_bytes, usize::try_from(page).unwrap_or(usize::MAX));
+        reserve(headroom)?;
         let built = decoding(|| {
             let mask = ProjectionMask::roots(self.metadata.parquet_schema(), [self.field]);
             ParquetRecordBatchReaderBuilder::new_with_metadata(
@@ -204,19 +219,20 @@ impl ParquetText {
             group,
             reader,
             row: first_row,
+            headroom,
         })
     }
 
-    /// The error of reading row group `group` from row `row` on: the system's, or damaged data.
+    /// The error of reading row group `group` from row `row` on: the system's, memory, or damaged
+    /// data.
     fn group_error(&self, group: usize, row: u64, why: String) -> Error {
-        match self.file.take_io_error() {
-            Some(e) => Error::io(&self.path, e),
-            None => Error::BadParquet {
+        self.file
+            .take_failure(&self.path)
+            .unwrap_or_else(|| Error::BadParquet {
                 path: self.path.clone(),
                 rows: Some((row, group)),
                 why,
-            },
-        }
+            })
     }
 }
 
@@ -227,11 +243,14 @@ pub(crate) struct TextBatches {
     reader: ParquetRecordBatchReader,
     /// The row of the next batch's first, in the file.
     row: u64,
+    /// The memory reserved before each batch ([`decoder_headroom`]).
+    headroom: usize,
 }
 
 impl TextBatches {
     /// The next batch, or None at the end of the row group.
     pub(crate) fn next_batch(&mut self) -> Result<Option<TextBatch>> {
+        reserve(self.headroom)?;
         let batch = match decoding(|| self.reader.next()) {
             Ok(None) => return Ok(None),
             Ok(Some(Ok(batch))) => Ok(batch),
@@ -284,6 +303,22 @@ impl TextBatch {
     }
 }
 
+/// The memory the decoder may take for a batch of about `batch_bytes` of text from pages of at most
+/// `page` bytes: the batch's strings in a buffer that grows by doubling (up to twice their size, with
+/// the old buffer while it is copied), and two pages (a data page decompressed, and a dictionary page).
+fn decoder_headroom(batch_bytes: usize, page: usize) -> usize {
+    batch_bytes
+        .saturating_mul(3)
+        .saturating_add(page.saturating_mul(2))
+}
+
+/// Reserves `bytes` and gives them back: an error, rather than the decoder's abort, when they cannot be
+/// had.
+fn reserve(bytes: usize) -> Result<()> {
+    let mut probe: Vec<u8> = Vec::new();
+    try_reserve(&mut probe, bytes).map_err(|e| e.named("decoding a batch of Parquet rows"))
+}
+
 /// Runs the decoder's `f`, its panic (damaged data the decoder did not expect) becoming an error.
 fn decoding<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
@@ -298,13 +333,19 @@ fn decoding<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
 
 /// The file as the Parquet reader reads it: positioned reads (`pread`), so that threads share one open
 /// file without a file offset to race on, each read checked against the file's length before its
-/// buffer is allocated (a damaged length is an error, not an allocation of gigabytes), and the
-/// system's errors kept, since the reader turns them into text.
+/// buffer is allocated, and fallibly (a damaged length is an error, not an allocation of gigabytes),
+/// the system's errors and failed allocations kept, since the reader turns them into text.
 #[derive(Clone)]
 struct FileChunks {
     file: Arc<File>,
     len: u64,
-    io_error: Arc<Mutex<Option<io::Error>>>,
+    failure: Arc<Mutex<Option<Failure>>>,
+}
+
+/// Why a read of [`FileChunks`] failed, when it was not the data.
+enum Failure {
+    Io(io::Error),
+    OutOfMemory(AllocError),
 }
 
 impl FileChunks {
@@ -312,28 +353,35 @@ impl FileChunks {
         FileChunks {
             file: Arc::new(file),
             len,
-            io_error: Arc::new(Mutex::new(None)),
+            failure: Arc::new(Mutex::new(None)),
         }
     }
 
-    /// The system's error of the last read that failed, if one did.
-    fn take_io_error(&self) -> Option<io::Error> {
-        self.io_error
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
+    fn keep(&self, failure: Failure) {
+        *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(failure);
     }
 
-    /// The error of opening the file `path`: the system's, or a file that is not Parquet.
+    /// The error of the last read of the file `path` that failed for a reason other than its data.
+    fn take_failure(&self, path: &Path) -> Option<Error> {
+        let failure = self
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()?;
+        Some(match failure {
+            Failure::Io(e) => Error::io(path, e),
+            Failure::OutOfMemory(e) => e.named("a page of a Parquet file"),
+        })
+    }
+
+    /// The error of opening the file `path`: the system's, memory, or a file that is not Parquet.
     fn error(&self, path: &Path, why: String) -> Error {
-        match self.take_io_error() {
-            Some(e) => Error::io(path, e),
-            None => Error::BadParquet {
+        self.take_failure(path)
+            .unwrap_or_else(|| Error::BadParquet {
                 path: path.to_path_buf(),
                 rows: None,
                 why,
-            },
-        }
+            })
     }
 
     /// Reads `buf.len()` bytes at `offset`, keeping the system's error.
@@ -342,7 +390,7 @@ impl FileChunks {
             if e.kind() != io::ErrorKind::Interrupted {
                 let kept = io::Error::new(e.kind(), e.to_string());
                 let kept = e.raw_os_error().map_or(kept, io::Error::from_raw_os_error);
-                *self.io_error.lock().unwrap_or_else(PoisonError::into_inner) = Some(kept);
+                self.keep(Failure::Io(kept));
             }
         })
     }
@@ -375,8 +423,10 @@ impl ChunkReader for FileChunks {
             )));
         }
         let mut buffer = Vec::new();
-        try_reserve(&mut buffer, length)
-            .map_err(|e| ParquetError::General(format!("could not allocate {} bytes", e.bytes)))?;
+        try_reserve(&mut buffer, length).map_err(|e| {
+            self.keep(Failure::OutOfMemory(e));
+            ParquetError::General(format!("could not allocate {} bytes", e.bytes))
+        })?;
         buffer.resize(length, 0);
         let mut done = 0;
         while done < length {
