@@ -217,7 +217,8 @@ def count_pretokens(
             item of an iterable), a corrupt or truncated compressed stream or Parquet file (naming it,
             and the rows that cannot be read), a file in a directory or pattern whose name gives no
             kind, a Parquet file without the column or whose column is not strings (in either mode),
-            an empty directory or list, a bad argument.
+            a Parquet row group whose text pages use a delta encoding (refused as damaged: the decoder
+            can abort on a damaged one), an empty directory or list, a bad argument.
         TypeError: an item of an iterable that is not a str (naming its index), or no source at all.
         KeyboardInterrupt: Ctrl-C, which stops counting promptly.
 

@@ -17,6 +17,7 @@
 //!
 //! - [`parquet`]: the text column of a Parquet file, a row group at a time, which counting and
 //!   [`open_documents`] read as they read text files in chunks; [`parquet_row_groups`] for planners.
+//!   [`pages`] reads a column chunk's page headers first, to refuse what the decoder cannot take safely.
 
 mod count;
 mod counts_file;
@@ -24,6 +25,7 @@ mod decompress;
 mod documents;
 mod jsonl;
 mod kind;
+mod pages;
 mod parquet;
 mod range;
 

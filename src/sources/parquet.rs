@@ -1,14 +1,14 @@
 //! Parquet files: the text column of each row group, read a batch of rows at a time ([`ParquetText`]).
 //!
-//! arrow-rs decodes the column's pages into Arrow string arrays, which the caller reads in place. A row
-//! group is the unit of work: threads take the row groups of one file as they take the chunks of a
-//! text file, each reading its own through the file shared between them.
+//! arrow-rs decodes the column's pages into Arrow string arrays, whose strings the caller reads in
+//! place ([`TextBatch`]). A row group is the unit of work: threads take the row groups of one file as
+//! they take the chunks of a text file, each reading its own through the file shared between them.
 //!
 //! Memory follows the batch, not the file: the reader fetches a page at a time (never a whole column
 //! chunk or row group), and a batch holds about `batch_bytes` of text, its rows counted from the row
 //! group's statistics, so long documents come a few at a time and short ones many. A page is read
-//! whole, as its decoder needs it: writers end a page every 1 MB or 1,024 or 20,000 rows, so a page of
-//! long documents can hold many megabytes.
+//! whole, as its decoder needs it: writers check a page's size (1 MB) only every 1,024 rows, so a page
+//! of long documents can hold many megabytes.
 //!
 //! Only the text column is read (a projection). The Arrow schema a writer embeds is ignored: its hints
 //! (large strings, string views, dictionaries) change how arrays are laid out, not the text, and
@@ -45,8 +45,10 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::arrow::ProjectionMask;
 use parquet::errors::ParquetError;
+use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::reader::{ChunkReader, Length};
 
+use super::pages::read_page_header;
 use crate::error::{try_reserve, AllocError, Error, RecordAt, Result};
 
 /// The most rows a batch holds, however short they are: a batch's array of offsets stays small.
@@ -99,6 +101,23 @@ impl ParquetText {
     /// Opens the Parquet file `path` and finds its string column `text_field`.
     pub(crate) fn open(path: &Path, text_field: &str) -> Result<ParquetText> {
         let (file, metadata) = footer(path)?;
+        // The footer's accessors panic on some damaged values: a panic is damaged data too.
+        decoding(|| Self::with_footer(path, text_field, file, metadata)).unwrap_or_else(|why| {
+            Err(Error::BadParquet {
+                path: path.to_path_buf(),
+                rows: None,
+                why,
+            })
+        })
+    }
+
+    /// [`Self::open`], the footer read.
+    fn with_footer(
+        path: &Path,
+        text_field: &str,
+        file: FileChunks,
+        metadata: ArrowReaderMetadata,
+    ) -> Result<ParquetText> {
         let bad = |why: String| Error::BadParquet {
             path: path.to_path_buf(),
             rows: None,
@@ -138,8 +157,10 @@ impl ParquetText {
         let mut row = 0u64;
         for group in groups {
             first_rows.push(row);
-            row += u64::try_from(group.num_rows())
-                .map_err(|_| bad(format!("a row group of {} rows", group.num_rows())))?;
+            row = u64::try_from(group.num_rows())
+                .ok()
+                .and_then(|rows| row.checked_add(rows))
+                .ok_or_else(|| bad(format!("a row group of {} rows", group.num_rows())))?;
         }
         first_rows.push(row);
         Ok(ParquetText {
@@ -185,12 +206,21 @@ impl ParquetText {
         group: usize,
         batch_bytes: usize,
     ) -> Result<TextBatches> {
-        let chunk = self.metadata.metadata().row_group(group).column(self.leaf);
+        let first_row = self.first_rows[group];
+        decoding(|| self.batches_of(group, batch_bytes))
+            .unwrap_or_else(|why| Err(self.group_error(group, first_row, why)))
+    }
+
+    /// [`Self::batches`], its panics not caught.
+    fn batches_of(self: &Arc<Self>, group: usize, batch_bytes: usize) -> Result<TextBatches> {
+        let first_row = self.first_rows[group];
+        let chunk = self
+            .text_chunk(group)
+            .map_err(|why| self.group_error(group, first_row, why))?;
         let text_bytes = u64::try_from(chunk.uncompressed_size()).unwrap_or(0).max(1);
         let rows = self.rows(group).max(1);
         let batch_rows = (batch_bytes as u128 * u128::from(rows) / u128::from(text_bytes))
             .clamp(1, MAX_BATCH_ROWS as u128) as usize;
-        let first_row = self.first_rows[group];
         // A writer checks a page's size only every 1,024 rows (pyarrow's and arrow-rs's write batch),
         // so a page can hold 1,024 rows whatever their size: twice that many of the row group's
         // average, within the column chunk, bounds it but for rows far longer than the others.
@@ -200,6 +230,8 @@ impl ParquetText {
             .max(1 << 20);
         let headroom = decoder_headroom(batch_bytes, usize::try_from(page).unwrap_or(usize::MAX));
         reserve(headroom)?;
+        self.check_pages(chunk)
+            .map_err(|why| self.group_error(group, first_row, why))?;
         let built = decoding(|| {
             let mask = ProjectionMask::roots(self.metadata.parquet_schema(), [self.field]);
             ParquetRecordBatchReaderBuilder::new_with_metadata(
@@ -221,6 +253,51 @@ impl ParquetText {
             row: first_row,
             headroom,
         })
+    }
+
+    /// The footer's description of the text column in row group `group`, checked where arrow-rs's
+    /// accessors would panic on a damaged footer.
+    fn text_chunk(&self, group: usize) -> std::result::Result<&ColumnChunkMetaData, String> {
+        let chunk = (self.metadata.metadata().row_groups().get(group))
+            .and_then(|g| g.columns().get(self.leaf))
+            .ok_or_else(|| format!("row group {group} has no column {}", self.leaf))?;
+        let start = chunk
+            .dictionary_page_offset()
+            .unwrap_or(chunk.data_page_offset());
+        if start < 0 || chunk.compressed_size() < 0 {
+            return Err("the text column's place in the file is negative".to_string());
+        }
+        Ok(chunk)
+    }
+
+    /// Reads the page headers of the text column chunk `chunk`: why it is refused, if it is (see
+    /// [`super::pages`]).
+    fn check_pages(&self, chunk: &ColumnChunkMetaData) -> std::result::Result<(), String> {
+        let start = chunk
+            .dictionary_page_offset()
+            .unwrap_or(chunk.data_page_offset()) as u64;
+        let end = start
+            .saturating_add(chunk.compressed_size() as u64)
+            .min(self.file.len);
+        let mut at = start;
+        while at < end {
+            let file = At {
+                file: self.file.clone(),
+                at,
+            };
+            let (header, header_bytes) = read_page_header(&mut io::BufReader::new(file))
+                .map_err(|e| format!("the page header at byte {at}: {e}"))?;
+            if let Some(encoding) = header.refused() {
+                return Err(format!(
+                    "a page of {encoding} values at byte {at}, an encoding this reader refuses (a \
+                     damaged page of it can abort the decoder, arrow-rs 60)"
+                ));
+            }
+            at = at
+                .saturating_add(header_bytes)
+                .saturating_add(header.compressed_size as u64);
+        }
+        Ok(())
     }
 
     /// The error of reading row group `group` from row `row` on: the system's, memory, or damaged
@@ -251,24 +328,32 @@ impl TextBatches {
     /// The next batch, or None at the end of the row group.
     pub(crate) fn next_batch(&mut self) -> Result<Option<TextBatch>> {
         reserve(self.headroom)?;
-        let batch = match decoding(|| self.reader.next()) {
+        let strings = match decoding(|| self.reader.next().map(|batch| batch.map(strings_of))) {
             Ok(None) => return Ok(None),
-            Ok(Some(Ok(batch))) => Ok(batch),
+            Ok(Some(Ok(strings))) => strings,
             Ok(Some(Err(e))) => Err(e.to_string()),
             Err(why) => Err(why),
         }
         .map_err(|why| self.text.group_error(self.group, self.row, why))?;
-        let Some(strings) = batch.column(0).as_string_opt::<i32>() else {
-            let why = format!("a batch of {}, not strings", batch.column(0).data_type());
-            return Err(self.text.group_error(self.group, self.row, why));
-        };
         let first_row = self.row;
         self.row += strings.len() as u64;
         Ok(Some(TextBatch {
             text: self.text.clone(),
             first_row,
-            strings: strings.clone(),
+            strings,
         }))
+    }
+}
+
+/// The text column of a batch of the projection to it: its strings, or why there are none.
+fn strings_of(batch: arrow_array::RecordBatch) -> std::result::Result<StringArray, String> {
+    let column = batch
+        .columns()
+        .first()
+        .ok_or("a batch without the text column")?;
+    match column.as_string_opt::<i32>() {
+        Some(strings) => Ok(strings.clone()),
+        None => Err(format!("a batch of {}, not strings", column.data_type())),
     }
 }
 
@@ -575,6 +660,45 @@ pub(crate) mod tests {
         std::fs::remove_file(&path).unwrap();
         let e = ParquetText::open(&path, "text").err().unwrap();
         assert!(matches!(&e, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound));
+    }
+
+    #[test]
+    fn the_fuzz_findings_are_damaged_data_not_an_abort_or_a_panic() {
+        // A DELTA_BYTE_ARRAY page whose header claims 1.4 * 10^14 values, which arrow-rs 60.1
+        // allocates (and aborts on) before decoding any; a negative column chunk offset, on which its
+        // `ColumnChunkMetaData::byte_range` asserts.
+        let findings: [(&[u8], &str); 2] = [
+            (
+                include_bytes!(
+                    "../../fuzz/corpus/parquet/crash-34648699d42c83e79dff04b35463f4a0afa55655"
+                ),
+                "a page of DELTA_BYTE_ARRAY values",
+            ),
+            (
+                include_bytes!(
+                    "../../fuzz/corpus/parquet/crash-7b0fb73762b91aae187e4cb59a1d3469bdf90a00"
+                ),
+                "the page header at byte",
+            ),
+        ];
+        let path = temp("finding.parquet");
+        for (bytes, why) in findings {
+            std::fs::write(&path, bytes).unwrap();
+            let text = Arc::new(ParquetText::open(&path, "text").unwrap());
+            let e = text.batches(0, 1 << 20).err().unwrap();
+            assert!(
+                matches!(
+                    e,
+                    Error::BadParquet {
+                        rows: Some((0, 0)),
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains(why), "{e}");
+        }
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
