@@ -185,11 +185,6 @@ impl PyPreTokenCounts {
         run_detached(py, || inner.retain_at_least(min_count).map_err(to_py_err))
     }
 
-    /// Counts one more thing skipped, whose error is `message`.
-    fn _add_skipped(&mut self, message: String) {
-        self.inner.add_skipped(message);
-    }
-
     /// The counts file of these counts.
     fn _to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let data = run_detached(py, || self.inner.to_bytes().map_err(to_py_err))?;

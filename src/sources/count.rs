@@ -249,8 +249,7 @@ impl CorpusCounts {
         Ok(())
     }
 
-    /// Counts one more thing skipped, whose error is `message` (the Python layer's Parquet row
-    /// groups that cannot be read).
+    /// Counts one more record skipped, whose error is `message` (the messages of a transfer form).
     pub fn add_skipped(&mut self, message: String) {
         self.skipped = self.skipped.saturating_add(1);
         if self.skipped_errors.len() < MAX_KEPT_ERRORS {
