@@ -30,6 +30,7 @@
 
 use std::fs::File;
 use std::io::{self, Read};
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -73,16 +74,35 @@ pub(crate) struct ParquetText {
 /// would on a file that cannot be read or is not Parquet.
 pub fn parquet_row_groups(path: &Path) -> Result<Vec<u64>> {
     let (_, metadata) = footer(path)?;
-    let groups = metadata.metadata().row_groups();
-    let mut rows = Vec::new();
-    try_reserve(&mut rows, groups.len())
-        .map_err(|e| e.named("the row groups of a Parquet file"))?;
-    rows.extend(
-        groups
-            .iter()
-            .map(|g| u64::try_from(g.num_rows()).unwrap_or(0)),
-    );
+    let mut rows = first_rows(path, &metadata)?;
+    for i in 1..rows.len() {
+        rows[i - 1] = rows[i] - rows[i - 1];
+    }
+    rows.pop();
     Ok(rows)
+}
+
+/// The first row of each row group of the file `path`, and its rows last; an error for row counts
+/// that are negative or add up past 2^64 - 1.
+fn first_rows(path: &Path, metadata: &ArrowReaderMetadata) -> Result<Vec<u64>> {
+    let groups = metadata.metadata().row_groups();
+    let mut first_rows = Vec::new();
+    try_reserve(&mut first_rows, groups.len() + 1)
+        .map_err(|e| e.named("the row groups of a Parquet file"))?;
+    let mut row = 0u64;
+    for group in groups {
+        first_rows.push(row);
+        row = u64::try_from(group.num_rows())
+            .ok()
+            .and_then(|rows| row.checked_add(rows))
+            .ok_or_else(|| Error::BadParquet {
+                path: path.to_path_buf(),
+                rows: None,
+                why: format!("a row group of {} rows", group.num_rows()),
+            })?;
+    }
+    first_rows.push(row);
+    Ok(first_rows)
 }
 
 /// The file `path` opened, and its footer read.
@@ -150,19 +170,7 @@ impl ParquetText {
         let leaf = (0..parquet_schema.num_columns())
             .find(|&i| parquet_schema.get_column_root_idx(i) == field)
             .ok_or_else(|| bad(format!("column '{text_field}' has no leaf column")))?;
-        let groups = metadata.metadata().row_groups();
-        let mut first_rows = Vec::new();
-        try_reserve(&mut first_rows, groups.len() + 1)
-            .map_err(|e| e.named("the row groups of a Parquet file"))?;
-        let mut row = 0u64;
-        for group in groups {
-            first_rows.push(row);
-            row = u64::try_from(group.num_rows())
-                .ok()
-                .and_then(|rows| row.checked_add(rows))
-                .ok_or_else(|| bad(format!("a row group of {} rows", group.num_rows())))?;
-        }
-        first_rows.push(row);
+        let first_rows = first_rows(path, &metadata)?;
         Ok(ParquetText {
             path: path.to_path_buf(),
             file,
@@ -214,7 +222,7 @@ impl ParquetText {
     /// [`Self::batches`], its panics not caught.
     fn batches_of(self: &Arc<Self>, group: usize, batch_bytes: usize) -> Result<TextBatches> {
         let first_row = self.first_rows[group];
-        let chunk = self
+        let (chunk, bytes) = self
             .text_chunk(group)
             .map_err(|why| self.group_error(group, first_row, why))?;
         let text_bytes = u64::try_from(chunk.uncompressed_size()).unwrap_or(0).max(1);
@@ -230,7 +238,7 @@ impl ParquetText {
             .max(1 << 20);
         let headroom = decoder_headroom(batch_bytes, usize::try_from(page).unwrap_or(usize::MAX));
         reserve(headroom)?;
-        self.check_pages(chunk)
+        self.check_pages(bytes)
             .map_err(|why| self.group_error(group, first_row, why))?;
         let built = decoding(|| {
             let mask = ProjectionMask::roots(self.metadata.parquet_schema(), [self.field]);
@@ -255,32 +263,33 @@ impl ParquetText {
         })
     }
 
-    /// The footer's description of the text column in row group `group`, checked where arrow-rs's
-    /// accessors would panic on a damaged footer.
-    fn text_chunk(&self, group: usize) -> std::result::Result<&ColumnChunkMetaData, String> {
+    /// The footer's description of the text column in row group `group`, and the bytes of the file
+    /// its pages are in (within the file), checked where arrow-rs's accessors would panic on a damaged
+    /// footer.
+    fn text_chunk(
+        &self,
+        group: usize,
+    ) -> std::result::Result<(&ColumnChunkMetaData, Range<u64>), String> {
         let chunk = (self.metadata.metadata().row_groups().get(group))
             .and_then(|g| g.columns().get(self.leaf))
             .ok_or_else(|| format!("row group {group} has no column {}", self.leaf))?;
         let start = chunk
             .dictionary_page_offset()
             .unwrap_or(chunk.data_page_offset());
-        if start < 0 || chunk.compressed_size() < 0 {
+        let (Ok(start), Ok(length)) =
+            (u64::try_from(start), u64::try_from(chunk.compressed_size()))
+        else {
             return Err("the text column's place in the file is negative".to_string());
-        }
-        Ok(chunk)
+        };
+        let end = start.saturating_add(length).min(self.file.len);
+        Ok((chunk, start..end))
     }
 
-    /// Reads the page headers of the text column chunk `chunk`: why it is refused, if it is (see
-    /// [`super::pages`]).
-    fn check_pages(&self, chunk: &ColumnChunkMetaData) -> std::result::Result<(), String> {
-        let start = chunk
-            .dictionary_page_offset()
-            .unwrap_or(chunk.data_page_offset()) as u64;
-        let end = start
-            .saturating_add(chunk.compressed_size() as u64)
-            .min(self.file.len);
-        let mut at = start;
-        while at < end {
+    /// Reads the headers of the pages in `bytes` of the file: why the row group is refused, if it is
+    /// (see [`super::pages`]).
+    fn check_pages(&self, bytes: Range<u64>) -> std::result::Result<(), String> {
+        let mut at = bytes.start;
+        while at < bytes.end {
             let file = At {
                 file: self.file.clone(),
                 at,
