@@ -356,3 +356,71 @@ def test_parquet_decoding_under_a_memory_limit_is_a_memory_error_not_an_abort(
             assert "could not allocate" in report["message"], report
         outcomes.append(report["outcome"])
     assert "MemoryError" in outcomes, outcomes
+
+
+DAMAGED_HEADER_CHILD = """
+import json, os, resource, sys
+import bytepair
+
+def mapped():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+report = {}
+for limit in ["limited", "unlimited"]:
+    if limit == "limited":
+        resource.setrlimit(resource.RLIMIT_AS, (mapped() + 60_000_000, resource.RLIM_INFINITY))
+    try:
+        report[limit] = ["finished", bytepair.count_pretokens(sys.argv[1], num_threads=1).total()]
+    except Exception as e:
+        report[limit] = [type(e).__name__, str(e)]
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+print(json.dumps(report))
+"""
+
+
+def test_a_page_header_claiming_more_memory_than_the_limit_is_a_memory_error_not_an_abort(
+    tmp_path: Path,
+) -> None:
+    """arrow-rs allocates the decompressed size a page's header claims before decompressing it; the
+    reader reads the headers first and reserves that. Here one page of 1.4 MB (snappy) claims 134 MB:
+    under a limit 60 MB above what is mapped that is a MemoryError (it aborted the process when the
+    reservation came from the row group's statistics); without a limit arrow-rs decompresses the page
+    into the 134 MB and reads its values, the rest zeros it ignores."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "claims.parquet"
+    docs = [f"document {i} " + "some words of text " * 150 for i in range(500)]
+    pq.write_table(
+        pa.table({"text": docs}), path, compression="snappy", use_dictionary=False, data_page_size=1 << 26
+    )
+    sound = bytepair.count_pretokens(path).total()
+    meta = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    data = bytearray(path.read_bytes())
+    start = meta.data_page_offset
+
+    def varint(value: int) -> bytes:
+        out = bytearray()
+        while value >= 0x80:
+            out.append(value & 0x7F | 0x80)
+            value >>= 7
+        return bytes([*out, value])
+
+    # The page header starts: type (0x15 0x00), then uncompressed_page_size (0x15, a zigzag varint).
+    assert data[start : start + 3] == b"\x15\x00\x15"
+    end = start + 3
+    while data[end] & 0x80:
+        end += 1
+    claimed = varint(2 * (2**27 - 1))
+    assert end + 1 - (start + 3) == len(claimed) == 4, "the size's varint is not 4 bytes long"
+    data[start + 3 : end + 1] = claimed
+    path.write_bytes(bytes(data))
+    proc = subprocess.run(
+        [sys.executable, "-c", DAMAGED_HEADER_CHILD, str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, f"the child died ({proc.returncode}): {proc.stderr[-2000:]}"
+    assert proc.stderr == "", proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["limited"][0] == "MemoryError" and "could not allocate" in report["limited"][1], report
+    assert report["unlimited"] == ["finished", sound], report

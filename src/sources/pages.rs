@@ -1,20 +1,30 @@
-//! The page headers of a Parquet column chunk, read before arrow-rs decodes it, to refuse the pages it
-//! cannot decode safely.
+//! The page headers of a Parquet column chunk, read before arrow-rs decodes it: to refuse the pages it
+//! cannot decode safely, and to learn the memory its pages will take.
 //!
 //! arrow-rs 60.1's decoders of `DELTA_LENGTH_BYTE_ARRAY` and `DELTA_BYTE_ARRAY` pages allocate as many
 //! values as the page's own delta header claims, unchecked: a damaged one claiming 10^14 values aborts
-//! the process (found by the fuzz target `parquet`). So a column chunk whose pages use either encoding
-//! is refused as damaged data before decoding. pyarrow, Spark (v1 pages) and DuckDB write strings as
-//! `PLAIN` or dictionary pages by default; the delta encodings are written only when asked for.
+//! the process (found by the fuzz target `parquet`). So a column chunk whose data pages use either
+//! encoding is refused as damaged data before decoding. pyarrow, Spark (v1 pages) and DuckDB write
+//! strings as `PLAIN` or dictionary pages by default; the delta encodings are written only when asked
+//! for.
 //!
-//! The headers are Thrift (compact protocol) structs; only the fields needed are read, the others
-//! skipped, every length checked against the bytes there are, nesting bounded.
+//! The headers are Thrift (compact protocol) structs. They are read exactly as arrow-rs 60.1 reads them
+//! (`PageHeader::read_thrift_without_stats`), since a check that reads a damaged header differently
+//! from the decoder checks another page than the one decoded: a field the reader knows is read by its
+//! id whatever type it declares (a page's encoding declared as an `i16` is still its encoding, found by
+//! the fuzz target), integers are truncated to 32 bits, the others are skipped by their declared type
+//! (a boolean in a list taking no byte, as in arrow-rs), nesting is bounded as deep, and the next page
+//! starts where arrow-rs's does. Where this reader fails and arrow-rs might not, the row group is
+//! refused: what matters is that no header it accepts means something else to arrow-rs.
 
 use std::io::{self, Read};
 
 /// Encodings of a data page that are refused (parquet.thrift's `Encoding`).
-const DELTA_LENGTH_BYTE_ARRAY: i64 = 6;
-const DELTA_BYTE_ARRAY: i64 = 7;
+const DELTA_LENGTH_BYTE_ARRAY: i32 = 6;
+const DELTA_BYTE_ARRAY: i32 = 7;
+
+/// parquet.thrift's `PageType` of a dictionary page.
+const DICTIONARY_PAGE: i32 = 2;
 
 /// Thrift compact protocol types.
 const STOP: u8 = 0;
@@ -30,28 +40,62 @@ const LIST: u8 = 9;
 const SET: u8 = 10;
 const MAP: u8 = 11;
 const STRUCT: u8 = 12;
+const UUID: u8 = 13;
 
-/// How deep structs may nest in a page header (parquet.thrift's go three deep).
-const MAX_DEPTH: usize = 16;
+/// How deep a skipped value may nest (arrow-rs's `DEFAULT_SKIP_DEPTH`).
+const MAX_DEPTH: usize = 64;
 
 /// What a page header says, of what is checked.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct PageHeader {
-    /// The bytes of the page after its header.
-    pub(crate) compressed_size: i64,
-    /// The encoding of a data page's values (v1 or v2), None for other pages.
-    pub(crate) encoding: Option<i64>,
+    /// parquet.thrift's `PageType`.
+    pub(crate) page_type: i32,
+    /// The bytes of the page after its header, as stored.
+    pub(crate) compressed_size: i32,
+    /// The bytes of the page decompressed.
+    pub(crate) uncompressed_size: i32,
+    /// The encodings of the values its data page headers give (v1's and v2's; a damaged page can have
+    /// both).
+    pub(crate) encodings: [Option<i32>; 2],
 }
 
 impl PageHeader {
     /// Whether arrow-rs's decoder of this page's values is one that a damaged page can abort.
     pub(crate) fn refused(&self) -> Option<&'static str> {
-        match self.encoding {
-            Some(DELTA_LENGTH_BYTE_ARRAY) => Some("DELTA_LENGTH_BYTE_ARRAY"),
-            Some(DELTA_BYTE_ARRAY) => Some("DELTA_BYTE_ARRAY"),
+        self.encodings.iter().flatten().find_map(|&e| match e {
+            DELTA_LENGTH_BYTE_ARRAY => Some("DELTA_LENGTH_BYTE_ARRAY"),
+            DELTA_BYTE_ARRAY => Some("DELTA_BYTE_ARRAY"),
             _ => None,
+        })
+    }
+
+    /// Whether it is a dictionary page.
+    pub(crate) fn is_dictionary(&self) -> bool {
+        self.page_type == DICTIONARY_PAGE
+    }
+
+    /// The most memory arrow-rs takes for the page while decoding it: the page as stored, and
+    /// decompressed (`Vec::with_capacity` of the size the header claims), and for a dictionary page
+    /// the dictionary decoded, about its size again.
+    pub(crate) fn memory(&self) -> u64 {
+        let stored = self.compressed_size.max(0) as u64;
+        let decompressed = self.uncompressed_size.max(0) as u64;
+        match self.is_dictionary() {
+            true => stored + 2 * decompressed,
+            false => stored + decompressed,
         }
     }
+}
+
+/// How arrow-rs reads a field of a header's struct, by the field's id.
+#[derive(Clone, Copy)]
+enum Field {
+    /// An `i32` (or an enum), read as a zigzag varint whatever type the field declares.
+    Int,
+    /// A `bool`, which must be declared a boolean and takes no byte.
+    Bool,
+    /// A field it does not read, skipped by the type it declares.
+    Skip,
 }
 
 /// Reads a page header from `reader`: the header and its length in bytes. Fails on bytes that are not
@@ -59,21 +103,43 @@ impl PageHeader {
 pub(crate) fn read_page_header(reader: &mut impl Read) -> io::Result<(PageHeader, u64)> {
     let mut input = Input { reader, read: 0 };
     let mut header = PageHeader::default();
-    let mut field = 0i16;
-    loop {
-        let (kind, id) = input.field_header(&mut field)?;
-        if kind == STOP {
-            break;
+    input.read_struct(|input, id, kind| {
+        match id {
+            1 => header.page_type = input.int()?,
+            2 => header.uncompressed_size = input.int()?,
+            3 => header.compressed_size = input.int()?,
+            4 => _ = input.int()?,
+            // data_page_header: num_values, encoding, and the two levels' encodings.
+            5 => {
+                header.encodings[0] = input.header(2, |id| match id {
+                    1..=4 => Field::Int,
+                    _ => Field::Skip,
+                })?
+            }
+            // index_page_header, which has no fields.
+            6 => _ = input.header(0, |_| Field::Skip)?,
+            // dictionary_page_header: num_values, encoding, is_sorted.
+            7 => {
+                input.header(0, |id| match id {
+                    1 | 2 => Field::Int,
+                    3 => Field::Bool,
+                    _ => Field::Skip,
+                })?;
+            }
+            // data_page_header_v2: num_values, num_nulls, num_rows, encoding, the two levels'
+            // lengths, is_compressed.
+            8 => {
+                header.encodings[1] = input.header(4, |id| match id {
+                    1..=6 => Field::Int,
+                    7 => Field::Bool,
+                    _ => Field::Skip,
+                })?
+            }
+            _ => input.skip(kind, MAX_DEPTH)?,
         }
-        match (id, kind) {
-            (3, I32) => header.compressed_size = input.integer()?,
-            // data_page_header (encoding is its field 2) and data_page_header_v2 (its field 4).
-            (5, STRUCT) => header.encoding = input.struct_field(2)?,
-            (8, STRUCT) => header.encoding = input.struct_field(4)?,
-            _ => input.skip(kind, 0)?,
-        }
-    }
-    if header.compressed_size < 0 {
+        Ok(())
+    })?;
+    if header.compressed_size < 0 || header.uncompressed_size < 0 {
         return Err(invalid("a page of negative size"));
     }
     Ok((header, input.read))
@@ -109,103 +175,143 @@ impl<R: Read> Input<'_, R> {
         Err(invalid("a varint of more than 10 bytes"))
     }
 
-    /// A zigzag-encoded integer (i16, i32 or i64).
-    fn integer(&mut self) -> io::Result<i64> {
+    /// A zigzag-encoded integer.
+    fn zigzag(&mut self) -> io::Result<i64> {
         let v = self.varint()?;
         Ok((v >> 1) as i64 ^ -((v & 1) as i64))
     }
 
-    /// The type and id of the next field of a struct whose last field was `last`.
-    fn field_header(&mut self, last: &mut i16) -> io::Result<(u8, i16)> {
-        let b = self.byte()?;
-        let kind = b & 0x0f;
-        if kind == STOP {
-            return Ok((STOP, 0));
-        }
-        let delta = i16::from(b >> 4);
-        let id = match delta {
-            0 => i16::try_from(self.integer()?).map_err(|_| invalid("a field id past i16"))?,
-            d => last
-                .checked_add(d)
-                .ok_or_else(|| invalid("a field id past i16"))?,
-        };
-        *last = id;
-        Ok((kind, id))
+    /// An `i32` as arrow-rs reads it: a zigzag integer, truncated.
+    fn int(&mut self) -> io::Result<i32> {
+        Ok(self.zigzag()? as i32)
     }
 
-    /// The i32 field `wanted` of a struct, the rest skipped.
-    fn struct_field(&mut self, wanted: i16) -> io::Result<Option<i64>> {
-        let mut found = None;
-        let mut field = 0i16;
+    /// A count of a list's or map's elements, which arrow-rs refuses past `i32::MAX`.
+    fn count(&mut self) -> io::Result<u64> {
+        let n = self.varint()?;
+        match i32::try_from(n) {
+            Ok(_) => Ok(n),
+            Err(_) => Err(invalid("a count past i32")),
+        }
+    }
+
+    /// Reads the fields of a struct, each by `field(self, id, declared type)`, to its end.
+    fn read_struct(
+        &mut self,
+        mut field: impl FnMut(&mut Self, i16, u8) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut last = 0i16;
         loop {
-            let (kind, id) = self.field_header(&mut field)?;
-            match (kind, id) {
-                (STOP, _) => return Ok(found),
-                (I32, id) if id == wanted => found = Some(self.integer()?),
-                _ => self.skip(kind, 1)?,
+            let b = self.byte()?;
+            let kind = b & 0x0f;
+            if kind == STOP {
+                return Ok(());
             }
+            let id = match b >> 4 {
+                // A full id: arrow-rs truncates it to an i16.
+                0 => self.zigzag()? as i16,
+                delta => last
+                    .checked_add(i16::from(delta))
+                    .ok_or_else(|| invalid("a field id past i16"))?,
+            };
+            field(self, id, kind)?;
+            last = id;
         }
     }
 
-    /// Skips a value of type `kind`, nested `depth` deep.
+    /// Reads a struct whose fields are read as `fields` says: the value of its field `wanted` (an
+    /// `i32`), if it has one.
+    fn header(&mut self, wanted: i16, fields: impl Fn(i16) -> Field) -> io::Result<Option<i32>> {
+        let mut found = None;
+        self.read_struct(|input, id, kind| match fields(id) {
+            Field::Int => {
+                let value = input.int()?;
+                if id == wanted {
+                    found = Some(value);
+                }
+                Ok(())
+            }
+            Field::Bool => match kind {
+                BOOLEAN_TRUE | BOOLEAN_FALSE => Ok(()),
+                _ => Err(invalid("a boolean field of another type")),
+            },
+            Field::Skip => input.skip(kind, MAX_DEPTH),
+        })?;
+        Ok(found)
+    }
+
+    /// Skips a value of type `kind`, as arrow-rs's `skip_till_depth` does, `depth` levels left.
     fn skip(&mut self, kind: u8, depth: usize) -> io::Result<()> {
-        if depth > MAX_DEPTH {
+        if depth == 0 {
             return Err(invalid("structs nested too deep"));
         }
         match kind {
             BOOLEAN_TRUE | BOOLEAN_FALSE => Ok(()),
             BYTE => self.byte().map(drop),
             I16 | I32 | I64 => self.varint().map(drop),
-            DOUBLE => (0..8).try_for_each(|_| self.byte().map(drop)),
+            DOUBLE => self.skip_bytes(8),
             BINARY => {
                 let len = self.varint()?;
-                let skipped = io::copy(&mut (&mut *self.reader).take(len), &mut io::sink())?;
-                self.read += skipped;
-                match skipped == len {
-                    true => Ok(()),
-                    false => Err(io::ErrorKind::UnexpectedEof.into()),
-                }
+                self.skip_bytes(len)
             }
+            UUID => self.skip_bytes(16),
             LIST | SET => {
                 let b = self.byte()?;
+                if b == 0 {
+                    return Ok(());
+                }
+                let element = element_type(b & 0x0f)?;
                 let size = match b >> 4 {
-                    15 => self.varint()?,
+                    15 => self.count()?,
                     n => u64::from(n),
                 };
-                let element = b & 0x0f;
-                (0..size).try_for_each(|_| self.skip_element(element, depth))
+                self.skip_elements(element, size, depth)
             }
             MAP => {
-                let size = self.varint()?;
+                let size = self.count()?;
                 if size == 0 {
                     return Ok(());
                 }
                 let kinds = self.byte()?;
+                let (key, value) = (element_type(kinds >> 4)?, element_type(kinds & 0x0f)?);
+                if (key, value) == (BOOLEAN_TRUE, BOOLEAN_TRUE) {
+                    return Ok(());
+                }
                 (0..size).try_for_each(|_| {
-                    self.skip_element(kinds >> 4, depth)?;
-                    self.skip_element(kinds & 0x0f, depth)
+                    self.skip(key, depth - 1)?;
+                    self.skip(value, depth - 1)
                 })
             }
-            STRUCT => {
-                let mut field = 0i16;
-                loop {
-                    let (kind, _) = self.field_header(&mut field)?;
-                    if kind == STOP {
-                        return Ok(());
-                    }
-                    self.skip(kind, depth + 1)?;
-                }
-            }
+            STRUCT => self.read_struct(|input, _, kind| input.skip(kind, depth - 1)),
             _ => Err(invalid("an unknown Thrift type")),
         }
     }
 
-    /// Skips an element of a list or map, whose booleans take a byte each.
-    fn skip_element(&mut self, kind: u8, depth: usize) -> io::Result<()> {
+    /// Skips `size` elements of type `kind`; booleans take no byte in arrow-rs's skipping.
+    fn skip_elements(&mut self, kind: u8, size: u64, depth: usize) -> io::Result<()> {
         match kind {
-            BOOLEAN_TRUE | BOOLEAN_FALSE => self.byte().map(drop),
-            kind => self.skip(kind, depth + 1),
+            BOOLEAN_TRUE => Ok(()),
+            kind => (0..size).try_for_each(|_| self.skip(kind, depth - 1)),
         }
+    }
+
+    /// Skips `n` bytes, failing if there are fewer.
+    fn skip_bytes(&mut self, n: u64) -> io::Result<()> {
+        let skipped = io::copy(&mut (&mut *self.reader).take(n), &mut io::sink())?;
+        self.read += skipped;
+        match skipped == n {
+            true => Ok(()),
+            false => Err(io::ErrorKind::UnexpectedEof.into()),
+        }
+    }
+}
+
+/// The type of a list's or map's elements, as arrow-rs reads it: a boolean is 1 or 2.
+fn element_type(nibble: u8) -> io::Result<u8> {
+    match nibble {
+        1 | 2 => Ok(BOOLEAN_TRUE),
+        3..=13 => Ok(nibble),
+        _ => Err(invalid("an unknown Thrift element type")),
     }
 }
 
@@ -213,8 +319,9 @@ impl<R: Read> Input<'_, R> {
 mod tests {
     use super::*;
 
-    /// A data page header (v1) of `size` bytes whose values are in `encoding`, as Thrift writes it.
-    fn header(encoding: u8, size: u8) -> Vec<u8> {
+    /// A data page header (v1) of `size` bytes whose values are in `encoding`, as Thrift writes it,
+    /// the encoding's field declared of type `encoding_type`.
+    fn header_typed(encoding: u8, size: u8, encoding_type: u8) -> Vec<u8> {
         let zigzag = |v: u8| 2 * v;
         vec![
             0x15,
@@ -226,11 +333,15 @@ mod tests {
             0x2c,         // data_page_header: a struct
             0x15,
             zigzag(10), // num_values
-            0x15,
+            0x10 | encoding_type,
             zigzag(encoding), // encoding
             0x00,             // end of data_page_header
             0x00,             // end of the page header
         ]
+    }
+
+    fn header(encoding: u8, size: u8) -> Vec<u8> {
+        header_typed(encoding, size, I32)
     }
 
     #[test]
@@ -238,10 +349,11 @@ mod tests {
         let bytes = [header(7, 50), b"the page".to_vec()].concat();
         let (page, len) = read_page_header(&mut bytes.as_slice()).unwrap();
         assert_eq!(
-            (page.compressed_size, page.encoding, len),
-            (50, Some(7), 13)
+            (page.compressed_size, page.encodings, len),
+            (50, [Some(7), None], 13)
         );
         assert_eq!(page.refused(), Some("DELTA_BYTE_ARRAY"));
+        assert_eq!(page.memory(), 100);
         let (page, _) = read_page_header(&mut header(6, 50).as_slice()).unwrap();
         assert_eq!(page.refused(), Some("DELTA_LENGTH_BYTE_ARRAY"));
         for plain_or_dictionary in [0, 2, 8] {
@@ -249,6 +361,60 @@ mod tests {
                 read_page_header(&mut header(plain_or_dictionary, 50).as_slice()).unwrap();
             assert_eq!(page.refused(), None);
         }
+    }
+
+    #[test]
+    fn fields_are_read_by_id_whatever_type_they_declare_as_arrow_rs_reads_them() {
+        // The fuzz finding: a DELTA_BYTE_ARRAY encoding declared an i16 (or a byte, or a boolean),
+        // which arrow-rs still reads as the page's encoding.
+        for declared in [I16, I64, BYTE, BOOLEAN_TRUE, BINARY] {
+            let (page, _) =
+                read_page_header(&mut header_typed(7, 50, declared).as_slice()).unwrap();
+            assert_eq!(
+                page.refused(),
+                Some("DELTA_BYTE_ARRAY"),
+                "declared {declared}"
+            );
+        }
+        // An encoding of 2^32 + 7 is 7 to arrow-rs, which truncates integers to 32 bits.
+        let mut bytes = header(0, 50);
+        let at = bytes.len() - 3;
+        bytes.splice(at..at + 1, [0x8e, 0x80, 0x80, 0x80, 0x20]);
+        let (page, _) = read_page_header(&mut bytes.as_slice()).unwrap();
+        assert_eq!(page.refused(), Some("DELTA_BYTE_ARRAY"));
+        // A v2 data page's encoding (its field 4) is checked too.
+        let v2 = [
+            0x15, 0x06, // type: DATA_PAGE_V2
+            0x15, 0x64, 0x15, 0x64, // sizes: 50
+            0x5c, // field 8, data_page_header_v2: a struct
+            0x15, 0x14, 0x15, 0x00, 0x15, 0x14, // num_values, num_nulls, num_rows
+            0x15, 0x0c, // encoding: DELTA_LENGTH_BYTE_ARRAY
+            0x00, 0x00,
+        ];
+        let (page, len) = read_page_header(&mut v2.as_slice()).unwrap();
+        assert_eq!((page.encodings, len), ([None, Some(6)], 17));
+    }
+
+    #[test]
+    fn skipped_fields_take_the_bytes_arrow_rs_skips() {
+        // An unknown field 9 holding a list of three booleans, which arrow-rs skips without reading
+        // a byte for each, then the compressed size: were a byte skipped per boolean, it would be
+        // read from elsewhere.
+        let bytes = [
+            0x15, 0x00, // type
+            0x15, 0x64, // uncompressed_page_size: 50
+            0x09, 0x12, // field 9 (a full id), a list
+            0x31, // three booleans
+            0x0c, 0x06, // field 3 (a full id), declared a struct: read as an i32 all the same
+            0x64, // 50
+            0x00,
+        ];
+        let (page, len) = read_page_header(&mut bytes.as_slice()).unwrap();
+        assert_eq!((page.compressed_size, len), (50, 11));
+        // A dictionary page, whose decoded dictionary is counted with the page.
+        let dictionary = [0x15, 0x04, 0x15, 0x64, 0x15, 0x14, 0x00];
+        let (page, _) = read_page_header(&mut dictionary.as_slice()).unwrap();
+        assert_eq!(page.memory(), 10 + 2 * 50);
     }
 
     #[test]
@@ -260,12 +426,16 @@ mod tests {
                 "cut at {end}"
             );
         }
-        let deep = [vec![0x1c; 40], vec![0x00; 40]].concat();
+        // Field 9 (unknown, skipped), a struct of structs 70 deep.
+        let deep = [vec![0x0c, 0x12], vec![0x1c; 70], vec![0x00; 71]].concat();
         let e = read_page_header(&mut deep.as_slice()).unwrap_err();
         assert_eq!(e.to_string(), "structs nested too deep");
         let negative = [0x15, 0x01, 0x00]; // compressed_page_size -1
         let mut bytes = vec![0x15, 0x00, 0x15, 0x02];
         bytes.extend(negative);
         assert!(read_page_header(&mut bytes.as_slice()).is_err());
+        // A boolean field (is_sorted) declared another type is an error to arrow-rs too.
+        let sorted = [0x7c, 0x35, 0x02, 0x00, 0x00]; // dictionary_page_header, is_sorted an i32
+        assert!(read_page_header(&mut sorted.as_slice()).is_err());
     }
 }

@@ -18,8 +18,9 @@
 //! Memory: the decoder's allocations are not fallible (it aborts the process when one fails), so before
 //! each batch the memory it will take is reserved and given back ([`decoder_headroom`]): a memory limit
 //! too tight for a batch is an [`Error::OutOfMemory`], not an abort. The reservation covers a batch of
-//! `batch_bytes` and pages of up to 2,048 rows of the row group's average size; a page of rows far
-//! longer than the others can still take the decoder past it.
+//! `batch_bytes` and the largest pages of the row group, whose sizes the pages' headers give: they are
+//! read before decoding (see [`super::pages`], which also refuses the pages arrow-rs cannot decode
+//! safely).
 //!
 //! Errors: a file that is not Parquet, or whose footer or row group cannot be decoded, is
 //! [`Error::BadParquet`], which skip mode skips (the file, or the rest of the row group); a missing text
@@ -229,17 +230,11 @@ impl ParquetText {
         let rows = self.rows(group).max(1);
         let batch_rows = (batch_bytes as u128 * u128::from(rows) / u128::from(text_bytes))
             .clamp(1, MAX_BATCH_ROWS as u128) as usize;
-        // A writer checks a page's size only every 1,024 rows (pyarrow's and arrow-rs's write batch),
-        // so a page can hold 1,024 rows whatever their size: twice that many of the row group's
-        // average, within the column chunk, bounds it but for rows far longer than the others.
-        let average_row = text_bytes / rows;
-        let page = text_bytes
-            .min(average_row.saturating_mul(2048))
-            .max(1 << 20);
-        let headroom = decoder_headroom(batch_bytes, usize::try_from(page).unwrap_or(usize::MAX));
-        reserve(headroom)?;
-        self.check_pages(bytes)
+        let pages = self
+            .check_pages(bytes)
             .map_err(|why| self.group_error(group, first_row, why))?;
+        let headroom = decoder_headroom(batch_bytes, pages);
+        reserve(headroom)?;
         let built = decoding(|| {
             let mask = ProjectionMask::roots(self.metadata.parquet_schema(), [self.field]);
             ParquetRecordBatchReaderBuilder::new_with_metadata(
@@ -285,9 +280,11 @@ impl ParquetText {
         Ok((chunk, start..end))
     }
 
-    /// Reads the headers of the pages in `bytes` of the file: why the row group is refused, if it is
-    /// (see [`super::pages`]).
-    fn check_pages(&self, bytes: Range<u64>) -> std::result::Result<(), String> {
+    /// Reads the headers of the pages in `bytes` of the file: the most memory decoding them takes at a
+    /// time (the largest data page and the largest dictionary page, see [`PageHeader::memory`]), or
+    /// why the row group is refused (see [`super::pages`]).
+    fn check_pages(&self, bytes: Range<u64>) -> std::result::Result<usize, String> {
+        let (mut data, mut dictionary) = (0u64, 0u64);
         let mut at = bytes.start;
         while at < bytes.end {
             let file = At {
@@ -302,11 +299,16 @@ impl ParquetText {
                      damaged page of it can abort the decoder, arrow-rs 60)"
                 ));
             }
+            let most = match header.is_dictionary() {
+                true => &mut dictionary,
+                false => &mut data,
+            };
+            *most = (*most).max(header.memory());
             at = at
                 .saturating_add(header_bytes)
                 .saturating_add(header.compressed_size as u64);
         }
-        Ok(())
+        Ok(usize::try_from(data.saturating_add(dictionary)).unwrap_or(usize::MAX))
     }
 
     /// The error of reading row group `group` from row `row` on: the system's, memory, or damaged
@@ -397,13 +399,11 @@ impl TextBatch {
     }
 }
 
-/// The memory the decoder may take for a batch of about `batch_bytes` of text from pages of at most
-/// `page` bytes: the batch's strings in a buffer that grows by doubling (up to twice their size, with
-/// the old buffer while it is copied), and two pages (a data page decompressed, and a dictionary page).
-fn decoder_headroom(batch_bytes: usize, page: usize) -> usize {
-    batch_bytes
-        .saturating_mul(3)
-        .saturating_add(page.saturating_mul(2))
+/// The memory the decoder may take for a batch of about `batch_bytes` of text from pages that take
+/// `pages` bytes at a time: the batch's strings in a buffer that grows by doubling (up to twice their
+/// size, with the old buffer while it is copied), and the pages.
+fn decoder_headroom(batch_bytes: usize, pages: usize) -> usize {
+    batch_bytes.saturating_mul(3).saturating_add(pages)
 }
 
 /// Reserves `bytes` and gives them back: an error, rather than the decoder's abort, when they cannot be
@@ -675,8 +675,9 @@ pub(crate) mod tests {
     fn the_fuzz_findings_are_damaged_data_not_an_abort_or_a_panic() {
         // A DELTA_BYTE_ARRAY page whose header claims 1.4 * 10^14 values, which arrow-rs 60.1
         // allocates (and aborts on) before decoding any; a negative column chunk offset, on which its
-        // `ColumnChunkMetaData::byte_range` asserts.
-        let findings: [(&[u8], &str); 2] = [
+        // `ColumnChunkMetaData::byte_range` asserts; a DELTA_BYTE_ARRAY page whose page header declares
+        // its encoding an i16, which arrow-rs reads as its encoding all the same.
+        let findings: [(&[u8], &str); 3] = [
             (
                 include_bytes!(
                     "../../fuzz/corpus/parquet/crash-34648699d42c83e79dff04b35463f4a0afa55655"
@@ -688,6 +689,12 @@ pub(crate) mod tests {
                     "../../fuzz/corpus/parquet/crash-7b0fb73762b91aae187e4cb59a1d3469bdf90a00"
                 ),
                 "the page header at byte",
+            ),
+            (
+                include_bytes!(
+                    "../../fuzz/corpus/parquet/crash-de65b3893f514ad2cb716df44b136aafb61c412c"
+                ),
+                "a page of DELTA_BYTE_ARRAY values",
             ),
         ];
         let path = temp("finding.parquet");
