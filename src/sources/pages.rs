@@ -57,16 +57,33 @@ pub(crate) struct PageHeader {
     /// The encodings of the values its data page headers give (v1's and v2's; a damaged page can have
     /// both).
     pub(crate) encodings: [Option<i32>; 2],
+    /// The values its dictionary page header claims.
+    pub(crate) dictionary_values: Option<i32>,
 }
 
 impl PageHeader {
-    /// Whether arrow-rs's decoder of this page's values is one that a damaged page can abort.
-    pub(crate) fn refused(&self) -> Option<&'static str> {
-        self.encodings.iter().flatten().find_map(|&e| match e {
+    /// Why arrow-rs cannot decode this page safely, if it cannot: its values are in an encoding whose
+    /// decoder a damaged page can abort, or it is a dictionary page claiming more values than its
+    /// bytes can hold (arrow-rs reserves room for all of them first: 2^31 values are 8 GB). Each value
+    /// of a dictionary page takes at least 4 bytes, its length. `compressed`: whether the column
+    /// chunk's codec compresses (otherwise arrow-rs decodes the page as stored, whatever size the
+    /// header claims for it decompressed).
+    pub(crate) fn refused(&self, compressed: bool) -> Option<String> {
+        let delta = self.encodings.iter().flatten().find_map(|&e| match e {
             DELTA_LENGTH_BYTE_ARRAY => Some("DELTA_LENGTH_BYTE_ARRAY"),
             DELTA_BYTE_ARRAY => Some("DELTA_BYTE_ARRAY"),
             _ => None,
-        })
+        });
+        if let Some(encoding) = delta {
+            return Some(format!(
+                "a page of {encoding} values, an encoding this reader refuses (a damaged page of it \
+                 can abort the decoder, arrow-rs 60)"
+            ));
+        }
+        let values = self.dictionary_values.unwrap_or(0).max(0) as u64;
+        let bytes = self.decoded_size(compressed);
+        (values > bytes / 4)
+            .then(|| format!("a dictionary page claiming {values} values in {bytes} bytes"))
     }
 
     /// Whether it is a dictionary page.
@@ -74,15 +91,27 @@ impl PageHeader {
         self.page_type == DICTIONARY_PAGE
     }
 
-    /// The most memory arrow-rs takes for the page while decoding it: the page as stored, and
-    /// decompressed (`Vec::with_capacity` of the size the header claims), and for a dictionary page
-    /// the dictionary decoded, about its size again.
-    pub(crate) fn memory(&self) -> u64 {
+    /// The bytes arrow-rs decodes the page's values from: the page decompressed (of the size the header
+    /// claims, which it allocates first), or as stored.
+    fn decoded_size(&self, compressed: bool) -> u64 {
+        match compressed {
+            true => self.uncompressed_size.max(0) as u64,
+            false => self.compressed_size.max(0) as u64,
+        }
+    }
+
+    /// The most memory arrow-rs takes for the page while decoding it: the page as stored, decompressed
+    /// (see [`Self::refused`] for `compressed`), and for a dictionary page the dictionary decoded,
+    /// about its size again (its strings, and an offset for each of at least 4 bytes).
+    pub(crate) fn memory(&self, compressed: bool) -> u64 {
         let stored = self.compressed_size.max(0) as u64;
-        let decompressed = self.uncompressed_size.max(0) as u64;
+        let decoded = match compressed {
+            true => self.decoded_size(compressed),
+            false => 0,
+        };
         match self.is_dictionary() {
-            true => stored + 2 * decompressed,
-            false => stored + decompressed,
+            true => stored + decoded + 2 * self.decoded_size(compressed),
+            false => stored + decoded,
         }
     }
 }
@@ -120,7 +149,7 @@ pub(crate) fn read_page_header(reader: &mut impl Read) -> io::Result<(PageHeader
             6 => _ = input.header(0, |_| Field::Skip)?,
             // dictionary_page_header: num_values, encoding, is_sorted.
             7 => {
-                input.header(0, |id| match id {
+                header.dictionary_values = input.header(1, |id| match id {
                     1 | 2 => Field::Int,
                     3 => Field::Bool,
                     _ => Field::Skip,
@@ -344,6 +373,14 @@ mod tests {
         header_typed(encoding, size, I32)
     }
 
+    /// The encoding a page is refused for, if it is.
+    fn refused(page: &PageHeader) -> Option<&'static str> {
+        let why = page.refused(true)?;
+        ["DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY"]
+            .into_iter()
+            .find(|encoding| why.starts_with(&format!("a page of {encoding} values")))
+    }
+
     #[test]
     fn data_pages_say_their_size_and_encoding_and_delta_ones_are_refused() {
         let bytes = [header(7, 50), b"the page".to_vec()].concat();
@@ -352,14 +389,14 @@ mod tests {
             (page.compressed_size, page.encodings, len),
             (50, [Some(7), None], 13)
         );
-        assert_eq!(page.refused(), Some("DELTA_BYTE_ARRAY"));
-        assert_eq!(page.memory(), 100);
+        assert_eq!(refused(&page), Some("DELTA_BYTE_ARRAY"));
+        assert_eq!((page.memory(true), page.memory(false)), (100, 50));
         let (page, _) = read_page_header(&mut header(6, 50).as_slice()).unwrap();
-        assert_eq!(page.refused(), Some("DELTA_LENGTH_BYTE_ARRAY"));
+        assert_eq!(refused(&page), Some("DELTA_LENGTH_BYTE_ARRAY"));
         for plain_or_dictionary in [0, 2, 8] {
             let (page, _) =
                 read_page_header(&mut header(plain_or_dictionary, 50).as_slice()).unwrap();
-            assert_eq!(page.refused(), None);
+            assert_eq!(refused(&page), None);
         }
     }
 
@@ -371,7 +408,7 @@ mod tests {
             let (page, _) =
                 read_page_header(&mut header_typed(7, 50, declared).as_slice()).unwrap();
             assert_eq!(
-                page.refused(),
+                refused(&page),
                 Some("DELTA_BYTE_ARRAY"),
                 "declared {declared}"
             );
@@ -381,7 +418,7 @@ mod tests {
         let at = bytes.len() - 3;
         bytes.splice(at..at + 1, [0x8e, 0x80, 0x80, 0x80, 0x20]);
         let (page, _) = read_page_header(&mut bytes.as_slice()).unwrap();
-        assert_eq!(page.refused(), Some("DELTA_BYTE_ARRAY"));
+        assert_eq!(refused(&page), Some("DELTA_BYTE_ARRAY"));
         // A v2 data page's encoding (its field 4) is checked too.
         let v2 = [
             0x15, 0x06, // type: DATA_PAGE_V2
@@ -411,10 +448,31 @@ mod tests {
         ];
         let (page, len) = read_page_header(&mut bytes.as_slice()).unwrap();
         assert_eq!((page.compressed_size, len), (50, 11));
-        // A dictionary page, whose decoded dictionary is counted with the page.
-        let dictionary = [0x15, 0x04, 0x15, 0x64, 0x15, 0x14, 0x00];
-        let (page, _) = read_page_header(&mut dictionary.as_slice()).unwrap();
-        assert_eq!(page.memory(), 10 + 2 * 50);
+    }
+
+    #[test]
+    fn dictionary_pages_count_their_dictionary_and_cannot_claim_more_values_than_fit() {
+        // A dictionary page of 10 bytes, 50 decompressed, claiming `values` values.
+        let dictionary = |values: u8| {
+            let header = [0x15, 0x04, 0x15, 0x64, 0x15, 0x14, 0x4c, 0x15, 2 * values];
+            [&header[..], &[0x15, 0x00, 0x00, 0x00]].concat()
+        };
+        let (page, _) = read_page_header(&mut dictionary(12).as_slice()).unwrap();
+        assert_eq!(page.dictionary_values, Some(12));
+        assert_eq!(page.memory(true), 10 + 50 + 2 * 50);
+        assert_eq!(page.memory(false), 10 + 2 * 10);
+        assert_eq!(page.refused(true), None);
+        // As stored (no codec), 10 bytes hold 2 values at most, whatever the header claims
+        // decompressed; 50 bytes hold 12.
+        assert_eq!(
+            page.refused(false).unwrap(),
+            "a dictionary page claiming 12 values in 10 bytes"
+        );
+        let (page, _) = read_page_header(&mut dictionary(13).as_slice()).unwrap();
+        assert_eq!(
+            page.refused(true).unwrap(),
+            "a dictionary page claiming 13 values in 50 bytes"
+        );
     }
 
     #[test]

@@ -46,6 +46,7 @@ use parquet::arrow::arrow_reader::{
     ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
+use parquet::basic::Compression;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::reader::{ChunkReader, Length};
@@ -230,8 +231,9 @@ impl ParquetText {
         let rows = self.rows(group).max(1);
         let batch_rows = (batch_bytes as u128 * u128::from(rows) / u128::from(text_bytes))
             .clamp(1, MAX_BATCH_ROWS as u128) as usize;
+        let compressed = chunk.compression() != Compression::UNCOMPRESSED;
         let pages = self
-            .check_pages(bytes)
+            .check_pages(bytes, compressed)
             .map_err(|why| self.group_error(group, first_row, why))?;
         let headroom = decoder_headroom(batch_bytes, pages);
         reserve(headroom)?;
@@ -280,10 +282,14 @@ impl ParquetText {
         Ok((chunk, start..end))
     }
 
-    /// Reads the headers of the pages in `bytes` of the file: the most memory decoding them takes at a
-    /// time (the largest data page and the largest dictionary page, see [`PageHeader::memory`]), or
-    /// why the row group is refused (see [`super::pages`]).
-    fn check_pages(&self, bytes: Range<u64>) -> std::result::Result<usize, String> {
+    /// Reads the headers of the pages in `bytes` of the file, of a column chunk `compressed` or not:
+    /// the most memory decoding them takes at a time (the largest data page and the largest dictionary
+    /// page, see [`PageHeader::memory`]), or why the row group is refused (see [`super::pages`]).
+    fn check_pages(
+        &self,
+        bytes: Range<u64>,
+        compressed: bool,
+    ) -> std::result::Result<usize, String> {
         let (mut data, mut dictionary) = (0u64, 0u64);
         let mut at = bytes.start;
         while at < bytes.end {
@@ -293,17 +299,14 @@ impl ParquetText {
             };
             let (header, header_bytes) = read_page_header(&mut io::BufReader::new(file))
                 .map_err(|e| format!("the page header at byte {at}: {e}"))?;
-            if let Some(encoding) = header.refused() {
-                return Err(format!(
-                    "a page of {encoding} values at byte {at}, an encoding this reader refuses (a \
-                     damaged page of it can abort the decoder, arrow-rs 60)"
-                ));
+            if let Some(why) = header.refused(compressed) {
+                return Err(format!("{why}, at byte {at}"));
             }
             let most = match header.is_dictionary() {
                 true => &mut dictionary,
                 false => &mut data,
             };
-            *most = (*most).max(header.memory());
+            *most = (*most).max(header.memory(compressed));
             at = at
                 .saturating_add(header_bytes)
                 .saturating_add(header.compressed_size as u64);
