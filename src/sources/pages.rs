@@ -59,6 +59,9 @@ pub(crate) struct PageHeader {
     pub(crate) encodings: [Option<i32>; 2],
     /// The values its dictionary page header claims.
     pub(crate) dictionary_values: Option<i32>,
+    /// Whether its (last) v2 data page header says the page is stored uncompressed, which arrow-rs
+    /// then decodes as stored whatever its type and codec.
+    pub(crate) stored_uncompressed: bool,
 }
 
 impl PageHeader {
@@ -67,7 +70,7 @@ impl PageHeader {
     /// bytes can hold (arrow-rs reserves room for all of them first: 2^31 values are 8 GB). Each value
     /// of a dictionary page takes at least 4 bytes, its length. `compressed`: whether the column
     /// chunk's codec compresses (otherwise arrow-rs decodes the page as stored, whatever size the
-    /// header claims for it decompressed).
+    /// header claims for it decompressed; as it does when a v2 header says the page is not compressed).
     pub(crate) fn refused(&self, compressed: bool) -> Option<String> {
         let delta = self.encodings.iter().flatten().find_map(|&e| match e {
             DELTA_LENGTH_BYTE_ARRAY => Some("DELTA_LENGTH_BYTE_ARRAY"),
@@ -92,9 +95,9 @@ impl PageHeader {
     }
 
     /// The bytes arrow-rs decodes the page's values from: the page decompressed (of the size the header
-    /// claims, which it allocates first), or as stored.
+    /// claims, which it allocates first), or as stored (no codec, or a v2 header saying so).
     fn decoded_size(&self, compressed: bool) -> u64 {
-        match compressed {
+        match compressed && !self.stored_uncompressed {
             true => self.uncompressed_size.max(0) as u64,
             false => self.compressed_size.max(0) as u64,
         }
@@ -140,7 +143,7 @@ pub(crate) fn read_page_header(reader: &mut impl Read) -> io::Result<(PageHeader
             4 => _ = input.int()?,
             // data_page_header: num_values, encoding, and the two levels' encodings.
             5 => {
-                header.encodings[0] = input.header(2, |id| match id {
+                (header.encodings[0], _) = input.header(2, |id| match id {
                     1..=4 => Field::Int,
                     _ => Field::Skip,
                 })?
@@ -149,7 +152,7 @@ pub(crate) fn read_page_header(reader: &mut impl Read) -> io::Result<(PageHeader
             6 => _ = input.header(0, |_| Field::Skip)?,
             // dictionary_page_header: num_values, encoding, is_sorted.
             7 => {
-                header.dictionary_values = input.header(1, |id| match id {
+                (header.dictionary_values, _) = input.header(1, |id| match id {
                     1 | 2 => Field::Int,
                     3 => Field::Bool,
                     _ => Field::Skip,
@@ -158,11 +161,13 @@ pub(crate) fn read_page_header(reader: &mut impl Read) -> io::Result<(PageHeader
             // data_page_header_v2: num_values, num_nulls, num_rows, encoding, the two levels'
             // lengths, is_compressed.
             8 => {
-                header.encodings[1] = input.header(4, |id| match id {
+                let is_compressed;
+                (header.encodings[1], is_compressed) = input.header(4, |id| match id {
                     1..=6 => Field::Int,
                     7 => Field::Bool,
                     _ => Field::Skip,
-                })?
+                })?;
+                header.stored_uncompressed = is_compressed == Some(false);
             }
             _ => input.skip(kind, MAX_DEPTH)?,
         }
@@ -249,9 +254,13 @@ impl<R: Read> Input<'_, R> {
     }
 
     /// Reads a struct whose fields are read as `fields` says: the value of its field `wanted` (an
-    /// `i32`), if it has one.
-    fn header(&mut self, wanted: i16, fields: impl Fn(i16) -> Field) -> io::Result<Option<i32>> {
-        let mut found = None;
+    /// `i32`) and of its boolean field, if it has them (the last of each, as in arrow-rs).
+    fn header(
+        &mut self,
+        wanted: i16,
+        fields: impl Fn(i16) -> Field,
+    ) -> io::Result<(Option<i32>, Option<bool>)> {
+        let (mut found, mut flag) = (None, None);
         self.read_struct(|input, id, kind| match fields(id) {
             Field::Int => {
                 let value = input.int()?;
@@ -261,12 +270,15 @@ impl<R: Read> Input<'_, R> {
                 Ok(())
             }
             Field::Bool => match kind {
-                BOOLEAN_TRUE | BOOLEAN_FALSE => Ok(()),
+                BOOLEAN_TRUE | BOOLEAN_FALSE => {
+                    flag = Some(kind == BOOLEAN_TRUE);
+                    Ok(())
+                }
                 _ => Err(invalid("a boolean field of another type")),
             },
             Field::Skip => input.skip(kind, MAX_DEPTH),
         })?;
-        Ok(found)
+        Ok((found, flag))
     }
 
     /// Skips a value of type `kind`, as arrow-rs's `skip_till_depth` does, `depth` levels left.
@@ -473,6 +485,34 @@ mod tests {
             page.refused(true).unwrap(),
             "a dictionary page claiming 13 values in 50 bytes"
         );
+        // A v2 header saying the page is not compressed (found by a review): arrow-rs then decodes
+        // even a dictionary page as stored, in a compressed chunk too, so its 4 bytes are what must
+        // hold the values, not the 2 * 10^9 claimed decompressed.
+        let stored = [
+            0x15, 0x04, // DICTIONARY_PAGE
+            0x15, 0x80, 0xd0, 0xac, 0xf3, 0x0e, // uncompressed_page_size: 2 * 10^9
+            0x15, 0x08, // compressed_page_size: 4
+            0x4c, 0x15, 0x80, 0x94, 0xeb, 0xdc, 0x03, 0x15, 0x00, 0x00, // 5 * 10^8 values
+            0x1c, 0x15, 0x00, 0x15, 0x00, 0x15, 0x00, 0x15, 0x00, 0x15, 0x00, 0x15, 0x00, 0x12,
+            0x00, // data_page_header_v2, is_compressed false
+            0x00,
+        ];
+        let (page, len) = read_page_header(&mut stored.as_slice()).unwrap();
+        assert_eq!(
+            (page.dictionary_values, page.stored_uncompressed, len),
+            (Some(500_000_000), true, 36)
+        );
+        assert_eq!(
+            page.refused(true).unwrap(),
+            "a dictionary page claiming 500000000 values in 4 bytes"
+        );
+        assert_eq!(page.memory(true), 4 + 4 + 2 * 4);
+        // is_compressed true, or a later v2 header without it, leaves the page decompressed.
+        let mut compressed = stored;
+        compressed[33] = 0x11;
+        let (page, _) = read_page_header(&mut compressed.as_slice()).unwrap();
+        assert!(!page.stored_uncompressed);
+        assert_eq!(page.refused(true), None);
     }
 
     #[test]
