@@ -13,9 +13,10 @@
 //! from the decoder checks another page than the one decoded: a field the reader knows is read by its
 //! id whatever type it declares (a page's encoding declared as an `i16` is still its encoding, found by
 //! the fuzz target), integers are truncated to 32 bits, the others are skipped by their declared type
-//! (a boolean in a list taking no byte, as in arrow-rs), nesting is bounded as deep, and the next page
-//! starts where arrow-rs's does. Where this reader fails and arrow-rs might not, the row group is
-//! refused: what matters is that no header it accepts means something else to arrow-rs.
+//! (a boolean in a list taking no byte, as in arrow-rs), nesting is bounded (64 deep, as in
+//! arrow-rs), and the next page starts where arrow-rs's does. Where this reader fails and arrow-rs
+//! might not, the row group is refused: what matters is that no header it accepts means something else
+//! to arrow-rs.
 
 use std::io::{self, Read};
 
