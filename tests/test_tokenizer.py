@@ -271,6 +271,49 @@ def test_a_lone_surrogate_anywhere_raises(gpt2: Tokenizer, wide: str) -> None:
             gpt2.encode(text)
 
 
+# `encode` converts and encodes a str of 4,096 characters or more a block of 2**18 characters at a time,
+# straight into the list (`encode_into_list` in src/python/encoder.rs).
+BLOCK = 1 << 18
+
+
+@pytest.mark.parametrize("wide", ["", "é", "’", "🙂"], ids=["ascii", "latin-1", "ucs-2", "ucs-4"])
+def test_long_texts_encode_like_tiktoken_whatever_falls_on_a_block_boundary(
+    gpt2: Tokenizer, tiktoken_gpt2, wide: str
+) -> None:
+    # A special token, a wide character, a long word and a run of spaces each straddle a boundary
+    # between blocks; single letters make more ids than the list is first given room for.
+    words = f"The cat sat{wide} on the mat, 1234 times. " * (BLOCK // 30)
+    parts = [words[: BLOCK - 5], EOT, words, wide * 9, "x" * 3000, " " * 70, "a b c " * (BLOCK // 3)]
+    text = "".join(parts)
+    assert len(text) > 3 * BLOCK
+    at = text.index(EOT)
+    assert at < BLOCK < at + len(EOT)
+    ids = gpt2.encode(text)
+    assert ids == tiktoken_gpt2.encode(text, allowed_special="all")
+    assert len(ids) > len(text) // 4
+    for n in [4095, 4096, 4097, BLOCK - 1, BLOCK, BLOCK + 1]:
+        assert gpt2.encode(text[:n]) == tiktoken_gpt2.encode(text[:n], allowed_special="all"), n
+
+
+def test_a_lone_surrogate_past_the_first_block_raises_as_python_does(gpt2: Tokenizer) -> None:
+    text = "x" * (BLOCK + 10) + "\udc80" + "🙂" * 5
+    with pytest.raises(UnicodeEncodeError, match="surrogates not allowed") as raised:
+        gpt2.encode(text)
+    assert raised.value.start == BLOCK + 10
+
+
+def test_a_long_text_s_list_owns_a_reference_to_each_of_its_ints(gpt2: Tokenizer) -> None:
+    # The list's items are the encoder's cached ints, their references added once the list is made:
+    # one per item, and all of them given back when the list goes.
+    the = gpt2.encode(" the")[0]
+    before = sys.getrefcount(the)
+    ids = gpt2.encode(" the cat" * 10_000)
+    assert ids[0] is the and ids.count(the) == 10_000
+    assert sys.getrefcount(the) == before + 10_000
+    del ids
+    assert sys.getrefcount(the) == before
+
+
 def test_caches_kept_between_calls_belong_to_their_tokenizer(gpt2: Tokenizer, tiktoken_gpt2) -> None:
     # Each tokenizer keeps its caches between calls; a second tokenizer (bytes only, no merges) encoding
     # the same words in between must neither see nor disturb them.

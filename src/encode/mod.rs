@@ -254,6 +254,55 @@ impl Encoder {
         Ok(end)
     }
 
+    /// Encodes a text handed over a block at a time, with the ids [`Self::encode`] gives the whole, and
+    /// neither the text nor its ids ever held whole: `next` appends the UTF-8 of the next block to the
+    /// buffer it is given and says whether more follows; `sink` takes the ids of each stretch that ends
+    /// at a safe cut (the rest of the buffer waits for the next block). The binding encodes a Python
+    /// `str` into a list this way, so that a block and its ids are still in the CPU's cache when they
+    /// are converted, encoded and copied, and only the list is written to memory never touched before.
+    ///
+    /// `text_len` (the whole text's bytes, or an estimate) sizes the caches. Stops with
+    /// [`Error::Interrupted`] soon after `cancel` is set, and with the first error of `next` or `sink`.
+    pub(crate) fn encode_blocks<E: From<Error>>(
+        &self,
+        text_len: usize,
+        cancel: Option<&Arc<AtomicBool>>,
+        mut next: impl FnMut(&mut String) -> std::result::Result<bool, E>,
+        mut sink: impl FnMut(&[u32]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let cancelled = || cancel.is_some_and(|c| c.load(Ordering::Relaxed));
+        let (mut text, mut ids) = (String::new(), Vec::new());
+        let encoded = self.scratches.with(text_len, |scratch| {
+            scratch.long.cancel = cancel.cloned();
+            let result = (|| -> std::result::Result<(), E> {
+                loop {
+                    let more = next(&mut text)?;
+                    let end = match more {
+                        true => {
+                            let limit = text.len().saturating_sub(lookahead(&self.specials));
+                            last_safe_cut(text.as_bytes(), &self.specials, 0, limit).unwrap_or(0)
+                        }
+                        false => text.len(),
+                    };
+                    ids.clear();
+                    self.encode_with(&text[..end], &mut ids, scratch)?;
+                    sink(&ids)?;
+                    text.drain(..end);
+                    if !more || cancelled() {
+                        return Ok(());
+                    }
+                }
+            })();
+            scratch.long.cancel = None;
+            result
+        });
+        encoded.map_err(|e| E::from(e.named(CACHES)))??;
+        match cancelled() {
+            true => Err(E::from(Error::Interrupted)),
+            false => Ok(()),
+        }
+    }
+
     /// The ids of `text` in a new vector, as [`Self::encode`] gives them, or as
     /// [`Self::encode_cancellable`] does when `cancel` is given. The vector has room for one id per byte
     /// of the text, reserved at once, on 2 MB pages when it is large; on an error it is freed before

@@ -1,11 +1,15 @@
 //! `bytepair._core.Encoder`: the engine's [`Encoder`] for Python, and the fast conversion of its ids to
-//! a Python list ([`PyEncoder::to_list`]).
+//! a Python list: a text of 4,096 characters or more is converted, encoded and stored in the list a
+//! block at a time ([`PyEncoder::encode_into_list`]); shorter ones, and vocabularies with ids past the
+//! cached ints, go through a vector of ids ([`PyEncoder::to_list`]).
 //!
 //! Long calls (at least [`INTERRUPTIBLE_FROM`] bytes of text, and every `encode_file`) run with the GIL
 //! released and stop on Ctrl-C; the ids of a failed call are freed before its exception is made.
 
 use std::borrow::Cow;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -15,8 +19,8 @@ use pyo3::types::{PyBytes, PyIterator, PyList, PyString};
 use super::errors::{alloc_err, run_attached, run_detached, to_py_err};
 use super::interrupt::{run_interruptible, PyProgress, INTERRUPTIBLE_FROM};
 use super::objects::{bytes, collect, int, list};
-use super::strings::{push_utf8, utf8};
-use crate::error::{try_reserve, try_vec};
+use super::strings::{push_utf8, utf8, utf8_blocks, BlockError, Utf8Blocks};
+use crate::error::{try_reserve, try_vec, AllocError};
 use crate::huge_pages;
 use crate::{encode_file, Dtype, EncodeFileOptions, Encoder, Error};
 
@@ -31,6 +35,10 @@ pub(super) struct PyEncoder {
 /// `encode` keeps the GIL for texts shorter than this: they take microseconds, about what releasing
 /// the GIL and taking it back costs (chat messages, one call each).
 const KEEP_GIL_BELOW: usize = 4096;
+
+/// `encode` converts and encodes a `str` this many characters at a time (see
+/// [`PyEncoder::encode_into_list`]): a block, its UTF-8 and its ids stay in the CPU's cache.
+const BLOCK_CHARS: usize = 1 << 18;
 
 /// Ids below this get a preallocated Python int: 2^17 covers the vocabularies people train (about
 /// 4 MB of ints) without growing with an unusually large one.
@@ -106,6 +114,200 @@ impl PyEncoder {
     }
 }
 
+impl PyEncoder {
+    /// The list of the ids of `text` (`blocks`), made without a vector of its ids or a UTF-8 copy of
+    /// its text: with the GIL released, a block of [`BLOCK_CHARS`] characters is converted, encoded
+    /// ([`Encoder::encode_blocks`]) and its ids stored in the list's array while all three are still
+    /// in the CPU's cache, so that the array is the only memory the call writes that was never touched
+    /// before. Every id must have a cached int, and the text at most `u32::MAX` bytes of UTF-8 (the
+    /// counts of [`ListItems`]).
+    fn encode_into_list<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'py, PyString>,
+        mut blocks: Utf8Blocks<'_>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let chars = blocks.len();
+        let mut items = ListItems::new(chars / 4 + 16, self.ints.len(), chars)?;
+        let (ints, text_len) = (&self.ints[..], blocks.max_utf8_len());
+        let mut encode = |cancel: Option<&Arc<AtomicBool>>| {
+            self.inner.encode_blocks(
+                text_len,
+                cancel,
+                |buf| Ok(blocks.next(BLOCK_CHARS, buf)?),
+                |ids| items.push(ids, ints),
+            )
+        };
+        let encoded = if chars < INTERRUPTIBLE_FROM {
+            run_detached(py, || Ok(encode(None)))?.map_err(|stop| stop.into_py_err(text, to_py_err))
+        } else {
+            let progress = PyProgress::new(None);
+            run_interruptible(py, &progress, || Ok(encode(Some(&progress.cancelled))))?
+                .map_err(|stop| stop.into_py_err(text, |e| progress.error(e)))
+        };
+        encoded?;
+        items.into_list(py, ints)
+    }
+}
+
+/// Why [`PyEncoder::encode_into_list`] stopped.
+enum Stop {
+    Engine(Error),
+    /// The text holds a character UTF-8 cannot hold.
+    NotUtf8,
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Stop {
+        Stop::Engine(e)
+    }
+}
+
+impl From<BlockError> for Stop {
+    fn from(e: BlockError) -> Stop {
+        match e {
+            BlockError::Alloc(e) => Stop::Engine(e.named("the UTF-8 of the text")),
+            BlockError::NotUtf8 => Stop::NotUtf8,
+        }
+    }
+}
+
+impl Stop {
+    /// The exception: the engine's error as `engine` makes it, or the `UnicodeEncodeError` that
+    /// Python's own conversion of `text` raises.
+    fn into_py_err(self, text: &Bound<'_, PyString>, engine: impl FnOnce(Error) -> PyErr) -> PyErr {
+        match self {
+            Stop::Engine(e) => engine(e),
+            Stop::NotUtf8 => match text.to_str() {
+                Err(e) => e,
+                Ok(_) => PyValueError::new_err("the text changed while it was encoded"),
+            },
+        }
+    }
+}
+
+/// What [`ListItems`] is called in out-of-memory errors.
+const IDS: &str = "the ids";
+
+/// The item array of a list being filled with the GIL released: borrowed pointers to the cached ints,
+/// whose references are counted in `counts` and added when the list is made ([`Self::into_list`]).
+/// Dropped before that (an error), the array is freed and no reference was taken.
+struct ListItems {
+    /// `cap` slots from `PyMem_Malloc`, the first `len` written; null only after `into_list`.
+    ptr: *mut *mut ffi::PyObject,
+    len: usize,
+    cap: usize,
+    /// The references to add to each cached int; at most `u32::MAX` ids, one per byte of text.
+    counts: Vec<u32>,
+}
+
+// SAFETY: the array is only written by the thread that holds the `ListItems`, and allocated and freed
+// with the GIL held (PyMem's allocator requires it, whichever thread takes it).
+unsafe impl Send for ListItems {}
+
+impl ListItems {
+    /// Room for `cap` items and counts for `ints` cached ints, for a text of `text_len` characters
+    /// (named in the error). The GIL must be held.
+    fn new(cap: usize, ints: usize, text_len: usize) -> PyResult<ListItems> {
+        let named = |e: AllocError| to_py_err(e.of_text(IDS, text_len));
+        let counts = try_vec(0u32, ints).map_err(named)?;
+        let cap = cap.max(1);
+        // SAFETY: called with the GIL held (PyMem_Malloc's requirement); the size is checked.
+        let ptr = match cap.checked_mul(size_of::<*mut ffi::PyObject>()) {
+            Some(bytes) => unsafe { ffi::PyMem_Malloc(bytes) },
+            None => std::ptr::null_mut(),
+        };
+        if ptr.is_null() {
+            return Err(named(AllocError::of::<*mut ffi::PyObject>(cap)));
+        }
+        let ptr = ptr.cast();
+        Ok(ListItems {
+            ptr,
+            len: 0,
+            cap,
+            counts,
+        })
+    }
+
+    /// Appends the ints of `ids`, growing the array (with the GIL taken for it) by half again.
+    fn push(&mut self, ids: &[u32], ints: &[Py<PyAny>]) -> Result<(), Stop> {
+        let len = self.len + ids.len();
+        if len > self.cap {
+            let cap = len.max(self.cap + self.cap / 2);
+            let bytes = cap.checked_mul(size_of::<*mut ffi::PyObject>());
+            // SAFETY: `ptr` came from PyMem_Malloc or PyMem_Realloc and is not freed; the GIL is held
+            // for the call. On failure (null) the old array is left as it was.
+            let grown = Python::attach(|_| unsafe {
+                bytes.map_or(std::ptr::null_mut(), |bytes| {
+                    ffi::PyMem_Realloc(self.ptr.cast(), bytes)
+                })
+            });
+            if grown.is_null() {
+                let e = AllocError::of::<*mut ffi::PyObject>(cap);
+                return Err(Stop::Engine(e.named(IDS)));
+            }
+            (self.ptr, self.cap) = (grown.cast(), cap);
+        }
+        // SAFETY: slots `self.len..len` lie within the `cap` allocated ones.
+        let slots = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(self.len), ids.len()) };
+        for (slot, &id) in slots.iter_mut().zip(ids) {
+            // Every id has a cached int (`encode_into_list`'s precondition).
+            *slot = ints[id as usize].as_ptr();
+            self.counts[id as usize] += 1;
+        }
+        self.len = len;
+        Ok(())
+    }
+
+    /// The list that owns the array: each int's counted references are added, and the array is
+    /// shrunk to its items. The GIL must be held (we have `py`).
+    fn into_list<'py>(
+        mut self,
+        py: Python<'py>,
+        ints: &[Py<PyAny>],
+    ) -> PyResult<Bound<'py, PyList>> {
+        // SAFETY: PyList_New(0) returns a new reference (checked) to an empty list with no array,
+        // which is given ours: `len` slots written with borrowed pointers to cached ints, each of whose
+        // references is added here first, so that the list owns every item. The array came from
+        // PyMem_Malloc/Realloc, as a list's array must (list_dealloc frees it with PyMem_Free), and
+        // `ptr` is nulled so that `drop` leaves it to the list.
+        unsafe {
+            let list = Bound::from_owned_ptr_or_err(py, ffi::PyList_New(0))?;
+            if self.len == 0 {
+                return Ok(list.cast_into_unchecked());
+            }
+            if self.cap > self.len {
+                let shrunk =
+                    ffi::PyMem_Realloc(self.ptr.cast(), self.len * size_of::<*mut ffi::PyObject>());
+                if !shrunk.is_null() {
+                    (self.ptr, self.cap) = (shrunk.cast(), self.len);
+                }
+            }
+            for (int, &n) in ints.iter().zip(&self.counts) {
+                for _ in 0..n {
+                    ffi::Py_INCREF(int.as_ptr());
+                }
+            }
+            let raw = list.as_ptr().cast::<ffi::PyListObject>();
+            (*raw).ob_item = self.ptr;
+            (*raw).allocated = self.cap as isize;
+            (*raw).ob_base.ob_size = self.len as isize;
+            self.ptr = std::ptr::null_mut();
+            Ok(list.cast_into_unchecked())
+        }
+    }
+}
+
+impl Drop for ListItems {
+    fn drop(&mut self) {
+        // SAFETY: the array came from PyMem_Malloc/Realloc and holds no references; a `ListItems` is
+        // dropped where the GIL is held (in `encode_into_list`, after the work), as PyMem_Free needs.
+        if !self.ptr.is_null() {
+            unsafe { ffi::PyMem_Free(self.ptr.cast()) }
+        }
+    }
+}
+
 /// The element type of `bits` bits (16 or 32), or ValueError.
 pub(super) fn dtype_of(bits: u32) -> PyResult<Dtype> {
     match bits {
@@ -160,6 +362,13 @@ impl PyEncoder {
         py: Python<'py>,
         text: &Bound<'py, PyString>,
     ) -> PyResult<Bound<'py, PyList>> {
+        if self.ints.len() == self.inner.vocab_size() {
+            if let Some(blocks) = utf8_blocks(text)? {
+                if blocks.len() >= KEEP_GIL_BELOW && blocks.max_utf8_len() <= u32::MAX as usize {
+                    return self.encode_into_list(py, text, blocks);
+                }
+            }
+        }
         let text = utf8(text)?;
         let encode = || self.inner.encode_to_vec(&text, None).map_err(to_py_err);
         let ids = if text.len() < KEEP_GIL_BELOW {

@@ -68,6 +68,80 @@ pub(super) fn push_utf8(text: &Bound<'_, PyString>, out: &mut String) -> PyResul
     Ok(())
 }
 
+/// A `str`'s characters read in place, to be handed over as UTF-8 a block at a time
+/// ([`Utf8Blocks::next`]), as [`utf8`] would convert them whole.
+#[cfg(feature = "python")]
+pub(super) struct Utf8Blocks<'a> {
+    text: Stored<'a>,
+    /// The characters handed over so far.
+    at: usize,
+}
+
+/// What [`Utf8Blocks::next`] could not do.
+#[cfg(feature = "python")]
+#[derive(Debug)]
+pub(super) enum BlockError {
+    /// The buffer could not grow.
+    Alloc(crate::error::AllocError),
+    /// A character UTF-8 cannot hold: Python's own conversion raises the error the user expects.
+    NotUtf8,
+}
+
+/// `text` as [`Utf8Blocks`], or None on an interpreter whose storage is not read here.
+#[cfg(feature = "python")]
+pub(super) fn utf8_blocks<'a>(text: &'a Bound<'_, PyString>) -> PyResult<Option<Utf8Blocks<'a>>> {
+    Ok(stored(text)?.map(|text| Utf8Blocks { text, at: 0 }))
+}
+
+#[cfg(feature = "python")]
+impl Utf8Blocks<'_> {
+    /// The most bytes of UTF-8 the whole text can take.
+    pub(super) fn max_utf8_len(&self) -> usize {
+        match &self.text {
+            Stored::Ascii(ascii) => ascii.len(),
+            Stored::Units(units) => units.max_utf8_len(),
+        }
+    }
+
+    /// Appends the UTF-8 of the next `chars` characters (fewer at the end) to `out`, and says whether
+    /// any are left.
+    pub(super) fn next(&mut self, chars: usize, out: &mut String) -> Result<bool, BlockError> {
+        let (len, from) = (self.len(), self.at);
+        let to = len.min(from.saturating_add(chars));
+        let block = match &self.text {
+            Stored::Ascii(ascii) => Stored::Ascii(&ascii[from..to]),
+            Stored::Units(units) => Stored::Units(units.slice(from, to)),
+        };
+        // SAFETY: only UTF-8 is appended: ASCII, or `to_utf8`'s output, which is cut off again when
+        // it fails.
+        let bytes = unsafe { out.as_mut_vec() };
+        match block {
+            Stored::Ascii(ascii) => {
+                try_reserve(bytes, ascii.len()).map_err(BlockError::Alloc)?;
+                bytes.extend_from_slice(ascii.as_bytes());
+            }
+            Stored::Units(units) => {
+                try_reserve(bytes, units.max_utf8_len()).map_err(BlockError::Alloc)?;
+                let before = bytes.len();
+                if to_utf8(units, bytes).is_err() {
+                    bytes.truncate(before);
+                    return Err(BlockError::NotUtf8);
+                }
+            }
+        }
+        self.at = to;
+        Ok(to < len)
+    }
+
+    /// The number of characters.
+    pub(super) fn len(&self) -> usize {
+        match &self.text {
+            Stored::Ascii(ascii) => ascii.len(),
+            Stored::Units(units) => units.len(),
+        }
+    }
+}
+
 /// A `str` as CPython stores it.
 #[cfg(feature = "python")]
 enum Stored<'a> {
@@ -128,6 +202,16 @@ impl Units<'_> {
             Units::Latin1(units) => units.len(),
             Units::Ucs2(units) => units.len(),
             Units::Ucs4(units) => units.len(),
+        }
+    }
+
+    /// The units `from..to`.
+    #[cfg(feature = "python")]
+    fn slice(&self, from: usize, to: usize) -> Units<'_> {
+        match self {
+            Units::Latin1(units) => Units::Latin1(&units[from..to]),
+            Units::Ucs2(units) => Units::Ucs2(&units[from..to]),
+            Units::Ucs4(units) => Units::Ucs4(&units[from..to]),
         }
     }
 
