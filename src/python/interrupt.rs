@@ -38,10 +38,11 @@ pub(super) fn run_interruptible<T: Send>(
         // Taken by the helper thread, or back here when it did not start.
         let work = Mutex::new(Some(f));
         let take = || work.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let done = &AtomicBool::new(false);
         thread::scope(|scope| {
             let started = crate::threads::spawn_scoped(scope, || {
                 // Wakes the caller when the work ends, by returning or by panicking.
-                let _wake = WakeOnDrop(caller);
+                let _wake = WakeOnDrop { caller, done };
                 take().map(|f| f())
             });
             let Ok(worker) = started else {
@@ -51,7 +52,9 @@ pub(super) fn run_interruptible<T: Send>(
                     None => unreachable!("work that did not start was taken"),
                 };
             };
-            while !worker.is_finished() {
+            // `done`, not `worker.is_finished()`: the thread is not finished yet when it wakes the
+            // caller, and the caller woken then would sleep a whole poll more (20 ms a call).
+            while !done.load(Ordering::Acquire) {
                 thread::park_timeout(SIGNAL_POLL);
                 if let Err(err) = Python::attach(|py| py.check_signals()) {
                     progress.cancel(err);
@@ -69,11 +72,16 @@ pub(super) fn run_interruptible<T: Send>(
     })
 }
 
-struct WakeOnDrop(thread::Thread);
+/// Tells the caller that the work has ended, and wakes it.
+struct WakeOnDrop<'a> {
+    caller: thread::Thread,
+    done: &'a AtomicBool,
+}
 
-impl Drop for WakeOnDrop {
+impl Drop for WakeOnDrop<'_> {
     fn drop(&mut self) {
-        self.0.unpark();
+        self.done.store(true, Ordering::Release);
+        self.caller.unpark();
     }
 }
 
