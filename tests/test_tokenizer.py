@@ -3,6 +3,7 @@ files to .npy, thread safety, pickling, and what each bad input gets."""
 
 from __future__ import annotations
 
+import io
 import pickle
 import subprocess
 import sys
@@ -106,6 +107,32 @@ def test_encode_iterable_on_a_file(gpt2: Tokenizer, tmp_path: Path) -> None:
     path = CS336 / "tinystories_sample.txt"
     with open(path, encoding="utf-8") as f:
         assert list(gpt2.encode_iterable(f)) == gpt2.encode(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
+def test_encode_iterable_on_text_files_and_string_io_read_in_blocks(
+    gpt2: Tokenizer, tmp_path: Path, newline: str
+) -> None:
+    # Files and StringIO are read in blocks, not by lines: the ids must still be those of the lines
+    # joined, whatever newlines the file has, from wherever the file was left.
+    lines = [f"line {i}: the cat sat, <|endoftext|> 日本語 🙂\n" for i in range(20_000)]
+    text = "".join(lines)
+    path = tmp_path / "t.txt"
+    path.write_bytes(text.replace("\n", newline).encode())
+    with open(path, encoding="utf-8") as f:
+        assert list(gpt2.encode_iterable(f)) == gpt2.encode(text)
+    with open(path, encoding="utf-8") as f:
+        f.readline()
+        assert list(gpt2.encode_iterable(f)) == gpt2.encode("".join(lines[1:]))
+    with open(path, encoding="utf-8", newline="") as f:
+        assert list(gpt2.encode_iterable(f)) == gpt2.encode(text.replace("\n", newline))
+    assert list(gpt2.encode_iterable(io.StringIO(text))) == gpt2.encode(text)
+
+    class Upper(io.StringIO):
+        def __iter__(self):
+            return (line.upper() for line in iter(self.readline, ""))
+
+    assert list(gpt2.encode_iterable(Upper(text))) == gpt2.encode(text.upper())
 
 
 @settings(max_examples=500, deadline=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
@@ -265,12 +266,19 @@ class Tokenizer:
 
         The ids are exactly those of ``encode("".join(iterable))`` however the text is cut: text after
         the last place where cutting is safe (between a non-space and a space, outside any special
-        token) is held back until more arrives.
+        token) is held back until more arrives. An open text file or ``io.StringIO`` is read in blocks
+        rather than line by line, which gives the same text faster.
 
         >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
         >>> list(tok.encode_iterable(["h", "i ", "there"]))
         [104, 105, 32, 116, 104, 101, 114, 101]
         """
+        # An open text file's lines joined are what read() gives, so it is read in blocks: iterating it
+        # line by line took a fifth of the stream's time on prose. Only the exact types: a subclass may
+        # iterate otherwise.
+        if type(iterable) in (io.TextIOWrapper, io.StringIO):
+            read = iterable.read  # type: ignore[attr-defined]
+            iterable = iter(lambda: read(_STREAM_BATCH), "")
         # Chained in C: a generator yielding each id took longer than encoding them; the engine's stream
         # yields one list per batch.
         return itertools.chain.from_iterable(self._encoder.stream(iterable, _STREAM_BATCH))
