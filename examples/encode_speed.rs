@@ -1,7 +1,9 @@
 //! Encoding throughput of the engine alone (no Python), one thread: the first call, and the best of
 //! two more:
 //!
-//!     cargo run --release --example encode_speed -- VOCAB.json MERGES.txt TEXT MB
+//!     cargo run --release --example encode_speed -- VOCAB.json MERGES.txt TEXT MB [CALLS]
+//!
+//! (CALLS, 3 by default, is how many calls to time: 1 profiles the first call alone.)
 //!
 //! For profiling the encoder (e.g. under `valgrind --tool=callgrind`); the peer comparison is
 //! `benchmarks/encode.py`.
@@ -10,8 +12,12 @@ use std::time::Instant;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, vocab_path, merges_path, text_path, mb] = &args[..] else {
-        panic!("usage: encode_speed VOCAB.json MERGES.txt TEXT MB");
+    let (calls, args) = match &args[..] {
+        [a @ .., calls] if a.len() == 5 => (calls.parse::<usize>().unwrap().max(1), a),
+        a => (3, a),
+    };
+    let [_, vocab_path, merges_path, text_path, mb] = args else {
+        panic!("usage: encode_speed VOCAB.json MERGES.txt TEXT MB [CALLS]");
     };
     let table = gpt2_unicode_to_byte();
     let decode = |s: &str| -> Vec<u8> { s.chars().map(|c| table[&c]).collect() };
@@ -38,7 +44,7 @@ fn main() {
     // process); the later ones find them filled by the same text.
     let mut times = Vec::new();
     let mut n = 0;
-    for _ in 0..3 {
+    for _ in 0..calls {
         let t = Instant::now();
         let mut ids = Vec::new();
         encoder.encode(text, &mut ids).unwrap();
@@ -46,7 +52,7 @@ fn main() {
         n = ids.len();
     }
     let mb = end as f64 / 1e6;
-    let best = times[1..].iter().copied().fold(f64::MAX, f64::min);
+    let best = times[1..].iter().copied().fold(f64::NAN, f64::min);
     println!(
         "{mb:.0} MB, {n} ids: cold {:.1} MB/s, warm {:.1} MB/s",
         mb / times[0],

@@ -263,6 +263,7 @@ impl Encoder {
     ///
     /// `text_len` (the whole text's bytes, or an estimate) sizes the caches. Stops with
     /// [`Error::Interrupted`] soon after `cancel` is set, and with the first error of `next` or `sink`.
+    #[cfg(any(feature = "python", test))]
     pub(crate) fn encode_blocks<E: From<Error>>(
         &self,
         text_len: usize,
@@ -778,6 +779,58 @@ mod tests {
         assert!(matches!(no_byte, Err(Error::InvalidVocab(m)) if m.contains("byte 0x00")));
         let huge_id = Encoder::new(&vocab(vec![(u32::MAX - 1, b"ab".to_vec())]), NO_MERGES, &[]);
         assert!(matches!(huge_id, Err(Error::InvalidVocab(m)) if m.contains("too large")));
+    }
+
+    #[test]
+    fn blocks_of_any_size_encode_like_the_whole_text_until_cancelled() {
+        let e = encoder(&[b"ab"], &[(b"a", b"b")], &["<|x y|>"]);
+        let text = "ab ab<|x y|> abab\n\n ab  \u{e9}t\u{e9} ".repeat(20);
+        let whole = encode(&e, &text);
+        let chars: Vec<char> = text.chars().collect();
+        for block in 1..=40 {
+            let (mut at, mut ids, mut sunk) = (0, Vec::new(), 0);
+            let next = |buf: &mut String| -> Result<bool> {
+                let end = chars.len().min(at + block);
+                buf.extend(&chars[at..end]);
+                at = end;
+                Ok(at < chars.len())
+            };
+            let sink = |part: &[u32]| -> Result<()> {
+                ids.extend_from_slice(part);
+                sunk += 1;
+                Ok(())
+            };
+            e.encode_blocks(text.len(), None, next, sink).unwrap();
+            assert_eq!(ids, whole, "blocks of {block} characters");
+            assert!(
+                sunk >= chars.len() / block,
+                "{sunk} stretches for blocks of {block}"
+            );
+        }
+        // Cancelled before it starts: one stretch, then Interrupted.
+        let cancel = Arc::new(AtomicBool::new(true));
+        let mut sunk = 0;
+        let stopped = e.encode_blocks(
+            text.len(),
+            Some(&cancel),
+            |buf: &mut String| -> Result<bool> {
+                buf.push_str("ab ab ");
+                Ok(true)
+            },
+            |_: &[u32]| -> Result<()> {
+                sunk += 1;
+                Ok(())
+            },
+        );
+        assert!(matches!(stopped, Err(Error::Interrupted)) && sunk == 1);
+        // An error of `next` or `sink` is the call's.
+        let failed = e.encode_blocks(
+            1,
+            None,
+            |_: &mut String| Err(Error::EmptySpecialToken),
+            |_| Ok(()),
+        );
+        assert!(matches!(failed, Err(Error::EmptySpecialToken)));
     }
 
     #[test]
