@@ -1,5 +1,5 @@
-"""Ctrl-C during a long call: KeyboardInterrupt soon after, no partial output, and the process stays
-usable.
+"""Ctrl-C during a long call (training, encode_file, encode of a long str): KeyboardInterrupt soon
+after, no partial output, and the process stays usable.
 
 Each case runs in a child process that sends itself SIGINT (exactly what Ctrl-C delivers) 0.2 s into
 the phase under test, and reports how long the call took to raise after the signal. The work cannot
@@ -20,6 +20,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from conftest import CS336
 
 CHILD = textwrap.dedent(
     """
@@ -108,3 +110,48 @@ def test_ctrl_c_stops_the_call_and_leaves_nothing(random_words: Path, tmp_path: 
     assert result["raised_after_signal"] < 5.0, result
     assert sorted(p.name for p in tmp_path.iterdir()) == ["small.txt"]
     assert result["train_after"] == 4 and result["encode_after"] == [257, 32, 99, 97, 116]
+
+
+ENCODE_CHILD = textwrap.dedent(
+    """
+    import json, os, signal, sys, threading, time
+    import bytepair
+
+    vocab_path, merges_path = sys.argv[1], sys.argv[2]
+    tok = bytepair.Tokenizer.from_files(vocab_path, merges_path, ["<|endoftext|>"])
+    # One pre-token of 16 MB: about 2.5 s of merging here, which looks for Ctrl-C as it goes.
+    text = "a" * (16 << 20)
+    aaaa = tok.encode("aaaa")[0]
+    before = sys.getrefcount(aaaa)
+    sent = []
+
+    def interrupt():
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Timer(0.2, interrupt).start()
+    try:
+        ids = tok.encode(text)
+        result = {"finished": len(ids)}
+    except KeyboardInterrupt:
+        result = {"raised_after_signal": time.monotonic() - sent[0]}
+    # No reference was taken for the list that was never made, and the tokenizer still works.
+    result["references_added"] = sys.getrefcount(aaaa) - before
+    result["encode_after"] = tok.encode("the cat " * 1000)[:3]
+    print(json.dumps(result))
+    """
+)
+
+
+def test_ctrl_c_stops_encode_of_a_long_str() -> None:
+    child = subprocess.run(
+        [sys.executable, "-c", ENCODE_CHILD, str(CS336 / "gpt2_vocab.json"), str(CS336 / "gpt2_merges.txt")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    result = json.loads(child.stdout)
+    assert "raised_after_signal" in result, f"the call finished before the signal: {result}"
+    assert result["raised_after_signal"] < 5.0, result
+    assert result["references_added"] == 0 and result["encode_after"] == [1169, 3797, 262]
