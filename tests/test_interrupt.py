@@ -86,6 +86,16 @@ CHILD = textwrap.dedent(
 )
 
 
+def interrupted_child(script: str, *args: str) -> dict:
+    """What `script`, run in a child with `args`, reports; it must have been interrupted, within 5 s."""
+    child = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    result = json.loads(child.stdout)
+    assert "raised_after_signal" in result, f"the call finished before the signal: {result}"
+    assert result["raised_after_signal"] < 5.0, result
+    return result
+
+
 @pytest.fixture(scope="module")
 def random_words(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """8 MB of random lowercase words: about a million distinct pre-tokens, so merging takes long."""
@@ -97,17 +107,7 @@ def random_words(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("phase", ["count", "merge", "encode"])
 def test_ctrl_c_stops_the_call_and_leaves_nothing(random_words: Path, tmp_path: Path, phase: str) -> None:
-    out = tmp_path / "out.npy"
-    child = subprocess.run(
-        [sys.executable, "-c", CHILD, phase, str(random_words), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert child.returncode == 0, child.stderr
-    result = json.loads(child.stdout)
-    assert "raised_after_signal" in result, f"the call finished before the signal: {result}"
-    assert result["raised_after_signal"] < 5.0, result
+    result = interrupted_child(CHILD, phase, str(random_words), str(tmp_path / "out.npy"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["small.txt"]
     assert result["train_after"] == 4 and result["encode_after"] == [257, 32, 99, 97, 116]
 
@@ -144,14 +144,5 @@ ENCODE_CHILD = textwrap.dedent(
 
 
 def test_ctrl_c_stops_encode_of_a_long_str() -> None:
-    child = subprocess.run(
-        [sys.executable, "-c", ENCODE_CHILD, str(CS336 / "gpt2_vocab.json"), str(CS336 / "gpt2_merges.txt")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert child.returncode == 0, child.stderr
-    result = json.loads(child.stdout)
-    assert "raised_after_signal" in result, f"the call finished before the signal: {result}"
-    assert result["raised_after_signal"] < 5.0, result
+    result = interrupted_child(ENCODE_CHILD, str(CS336 / "gpt2_vocab.json"), str(CS336 / "gpt2_merges.txt"))
     assert result["references_added"] == 0 and result["encode_after"] == [1169, 3797, 262]
