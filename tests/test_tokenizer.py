@@ -308,11 +308,13 @@ def test_long_texts_encode_like_tiktoken_whatever_falls_on_a_block_boundary(
     gpt2: Tokenizer, tiktoken_gpt2, wide: str
 ) -> None:
     # A special token, a wide character, a long word and a run of spaces each straddle a boundary
-    # between blocks; single letters make more ids than the list is first given room for.
+    # between blocks; a stretch with no safe cut spans two blocks; single letters make more ids than
+    # the list is first given room for.
     words = f"The cat sat{wide} on the mat, 1234 times. " * (BLOCK // 30)
-    parts = [words[: BLOCK - 5], EOT, words, wide * 9, "x" * 3000, " " * 70, "a b c " * (BLOCK // 3)]
+    parts = [words[: BLOCK - 5], EOT, words, wide * 9, "x" * 3000, " " * 70, "x," * BLOCK]
+    parts += [" then", " words", "a b c " * (BLOCK // 3)]
     text = "".join(parts)
-    assert len(text) > 3 * BLOCK
+    assert len(text) > 5 * BLOCK
     at = text.index(EOT)
     assert at < BLOCK < at + len(EOT)
     ids = gpt2.encode(text)
@@ -332,13 +334,16 @@ def test_a_lone_surrogate_past_the_first_block_raises_as_python_does(gpt2: Token
 def test_a_long_text_s_list_owns_a_reference_to_each_of_its_ints(gpt2: Tokenizer) -> None:
     # The list's items are the encoder's cached ints, their references added once the list is made:
     # one per item, and all of them given back when the list goes.
+    # Short and long lists (references added item by item, or counted per int), in one block or
+    # many, on the calling thread or the helper (1 MB or more), the list's array grown or not.
     the = gpt2.encode(" the")[0]
     before = sys.getrefcount(the)
-    ids = gpt2.encode(" the cat" * 10_000)
-    assert ids[0] is the and ids.count(the) == 10_000
-    assert sys.getrefcount(the) == before + 10_000
-    del ids
-    assert sys.getrefcount(the) == before
+    for text, n in [(" the cat" * 1000, 1000), (" the cat" * 50_000, 50_000), (" the" * 400_000, 400_000)]:
+        ids = gpt2.encode(text)
+        assert ids[0] is the and ids.count(the) == n
+        assert sys.getrefcount(the) == before + n
+        del ids
+        assert sys.getrefcount(the) == before
 
 
 def test_caches_kept_between_calls_belong_to_their_tokenizer(gpt2: Tokenizer, tiktoken_gpt2) -> None:

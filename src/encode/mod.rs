@@ -273,6 +273,11 @@ impl Encoder {
     ) -> std::result::Result<(), E> {
         let cancelled = || cancel.is_some_and(|c| c.load(Ordering::Relaxed));
         let (mut text, mut ids) = (String::new(), Vec::new());
+        // Bytes of `text` past the first known to hold no safe cut: each block is searched once, so a
+        // text with no cut at all (a long run of one letter, compact JSON) is not scanned again per
+        // block, which made it quadratic. A position's verdict needs only the `lookahead` bytes after
+        // it, so it does not change as text arrives.
+        let mut scanned = 0;
         let encoded = self.scratches.with(text_len, |scratch| {
             scratch.long.cancel = cancel.cloned();
             let result = (|| -> std::result::Result<(), E> {
@@ -281,7 +286,12 @@ impl Encoder {
                     let end = match more {
                         true => {
                             let limit = text.len().saturating_sub(lookahead(&self.specials));
-                            last_safe_cut(text.as_bytes(), &self.specials, 0, limit).unwrap_or(0)
+                            let cut =
+                                last_safe_cut(text.as_bytes(), &self.specials, scanned, limit)
+                                    .unwrap_or(0);
+                            // No cut lies between the cut and `limit`; the drain below moves them.
+                            scanned = limit.max(scanned) - cut;
+                            cut
                         }
                         false => text.len(),
                     };
@@ -784,7 +794,10 @@ mod tests {
     #[test]
     fn blocks_of_any_size_encode_like_the_whole_text_until_cancelled() {
         let e = encoder(&[b"ab"], &[(b"a", b"b")], &["<|x y|>"]);
-        let text = "ab ab<|x y|> abab\n\n ab  \u{e9}t\u{e9} ".repeat(20);
+        // With stretches of no safe cut longer than a block.
+        let text =
+            "ab ab<|x y|> abab\n\n ab  \u{e9}t\u{e9} x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x "
+                .repeat(20);
         let whole = encode(&e, &text);
         let chars: Vec<char> = text.chars().collect();
         for block in 1..=40 {

@@ -127,9 +127,12 @@ impl PyEncoder {
         text: &Bound<'py, PyString>,
         mut blocks: Utf8Blocks<'_>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let chars = blocks.len();
-        let mut items = ListItems::new(chars / 4 + 16, self.ints.len(), chars)?;
-        let (ints, text_len) = (&self.ints[..], blocks.max_utf8_len());
+        let (chars, text_len) = (blocks.len(), blocks.max_utf8_len());
+        // References are counted per int only for lists likely as long as the ints are many: the counts
+        // are zeroed and read back whole, a fixed cost that a short list's own items do not repay.
+        let counted = chars / 4 >= self.ints.len();
+        let mut items = ListItems::new(chars / 4 + 16, counted.then_some(self.ints.len()), chars)?;
+        let ints = &self.ints[..];
         let mut encode = |cancel: Option<&Arc<AtomicBool>>| {
             self.inner.encode_blocks(
                 text_len,
@@ -138,7 +141,7 @@ impl PyEncoder {
                 |ids| items.push(ids, ints),
             )
         };
-        let encoded = if chars < INTERRUPTIBLE_FROM {
+        let encoded = if text_len < INTERRUPTIBLE_FROM {
             run_detached(py, || Ok(encode(None)))?.map_err(|stop| stop.into_py_err(text, to_py_err))
         } else {
             let progress = PyProgress::new(None);
@@ -190,14 +193,16 @@ impl Stop {
 const IDS: &str = "the ids";
 
 /// The item array of a list being filled with the GIL released: borrowed pointers to the cached ints,
-/// whose references are counted in `counts` and added when the list is made ([`Self::into_list`]).
-/// Dropped before that (an error), the array is freed and no reference was taken.
+/// whose references are added when the list is made ([`Self::into_list`]), from counts per int for a
+/// long list, else item by item. Dropped before that (an error), the array is freed and no reference
+/// was taken.
 struct ListItems {
     /// `cap` slots from `PyMem_Malloc`, the first `len` written; null only after `into_list`.
     ptr: *mut *mut ffi::PyObject,
     len: usize,
     cap: usize,
-    /// The references to add to each cached int; at most `u32::MAX` ids, one per byte of text.
+    /// The references to add to each cached int (at most `u32::MAX` ids, one per byte of text), or
+    /// empty when they are added item by item.
     counts: Vec<u32>,
 }
 
@@ -206,11 +211,11 @@ struct ListItems {
 unsafe impl Send for ListItems {}
 
 impl ListItems {
-    /// Room for `cap` items and counts for `ints` cached ints, for a text of `text_len` characters
-    /// (named in the error). The GIL must be held.
-    fn new(cap: usize, ints: usize, text_len: usize) -> PyResult<ListItems> {
+    /// Room for `cap` items, and counts for `counted` cached ints if given, for a text of `text_len`
+    /// characters (named in the error). The GIL must be held.
+    fn new(cap: usize, counted: Option<usize>, text_len: usize) -> PyResult<ListItems> {
         let named = |e: AllocError| to_py_err(e.of_text(IDS, text_len));
-        let counts = try_vec(0u32, ints).map_err(named)?;
+        let counts = try_vec(0u32, counted.unwrap_or(0)).map_err(named)?;
         let cap = cap.max(1);
         // SAFETY: called with the GIL held (PyMem_Malloc's requirement); the size is checked.
         let ptr = match cap.checked_mul(size_of::<*mut ffi::PyObject>()) {
@@ -250,25 +255,32 @@ impl ListItems {
         }
         // SAFETY: slots `self.len..len` lie within the `cap` allocated ones.
         let slots = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(self.len), ids.len()) };
-        for (slot, &id) in slots.iter_mut().zip(ids) {
-            // Every id has a cached int (`encode_into_list`'s precondition).
-            *slot = ints[id as usize].as_ptr();
-            self.counts[id as usize] += 1;
+        // Every id has a cached int (`encode_into_list`'s precondition).
+        if self.counts.is_empty() {
+            for (slot, &id) in slots.iter_mut().zip(ids) {
+                *slot = ints[id as usize].as_ptr();
+            }
+        } else {
+            for (slot, &id) in slots.iter_mut().zip(ids) {
+                *slot = ints[id as usize].as_ptr();
+                self.counts[id as usize] += 1;
+            }
         }
         self.len = len;
         Ok(())
     }
 
-    /// The list that owns the array: each int's counted references are added, and the array is
-    /// shrunk to its items. The GIL must be held (we have `py`).
+    /// The list that owns the array: a reference to each item is added, and the array is shrunk
+    /// to its items. The GIL must be held (we have `py`).
     fn into_list<'py>(
         mut self,
         py: Python<'py>,
         ints: &[Py<PyAny>],
     ) -> PyResult<Bound<'py, PyList>> {
         // SAFETY: PyList_New(0) returns a new reference (checked) to an empty list with no array,
-        // which is given ours: `len` slots written with borrowed pointers to cached ints, each of whose
-        // references is added here first, so that the list owns every item. The array came from
+        // which is given ours: `len` slots written with borrowed pointers to cached ints, a reference
+        // to each of which is added here first (counted per int, or item by item), so that the list
+        // owns every item. The array came from
         // PyMem_Malloc/Realloc, as a list's array must (list_dealloc frees it with PyMem_Free), and
         // `ptr` is nulled so that `drop` leaves it to the list.
         unsafe {
@@ -288,6 +300,11 @@ impl ListItems {
                     ffi::Py_INCREF(int.as_ptr());
                 }
             }
+            if self.counts.is_empty() {
+                for &item in std::slice::from_raw_parts(self.ptr, self.len) {
+                    ffi::Py_INCREF(item);
+                }
+            }
             let raw = list.as_ptr().cast::<ffi::PyListObject>();
             (*raw).ob_item = self.ptr;
             (*raw).allocated = self.cap as isize;
@@ -300,10 +317,11 @@ impl ListItems {
 
 impl Drop for ListItems {
     fn drop(&mut self) {
-        // SAFETY: the array came from PyMem_Malloc/Realloc and holds no references; a `ListItems` is
-        // dropped where the GIL is held (in `encode_into_list`, after the work), as PyMem_Free needs.
+        // SAFETY: the array came from PyMem_Malloc/Realloc and holds no references; the GIL is held
+        // for PyMem_Free (taken if this thread does not hold it already).
         if !self.ptr.is_null() {
-            unsafe { ffi::PyMem_Free(self.ptr.cast()) }
+            let ptr = self.ptr.cast();
+            Python::attach(|_| unsafe { ffi::PyMem_Free(ptr) });
         }
     }
 }
