@@ -424,3 +424,47 @@ def test_a_page_header_claiming_more_memory_than_the_limit_is_a_memory_error_not
     report = json.loads(proc.stdout)
     assert report["limited"][0] == "MemoryError" and "could not allocate" in report["limited"][1], report
     assert report["unlimited"] == ["finished", sound], report
+
+
+GROWTH_CHILD = """
+import json, os, resource, sys
+from bytepair import Tokenizer
+
+tok = Tokenizer.from_dir(sys.argv[1])
+# 20M characters and 10M ids: the list's array starts with room for 5M and must grow, block by block.
+text = "a b " * 5_000_000
+b = tok.encode(" b")[0]
+before = sys.getrefcount(b)
+with open("/proc/self/statm") as f:
+    mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+report = {}
+resource.setrlimit(resource.RLIMIT_AS, (mapped + int(sys.argv[2]), resource.RLIM_INFINITY))
+try:
+    report["limited"] = ["finished", len(tok.encode(text))]
+except MemoryError as e:
+    report["limited"] = ["MemoryError", str(e)]
+resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+report["references_added"] = sys.getrefcount(b) - before
+report["unlimited"] = len(tok.encode(text))
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.parametrize("headroom_mb", [50, 70])
+def test_the_list_of_a_long_text_that_cannot_grow_is_a_memory_error(work: Path, headroom_mb: int) -> None:
+    """encode() of a long str stores its ids straight into the list's array, grown as they come: a
+    growth the limit refuses (40 MB asked first, then 60 and 90) is a MemoryError naming the ids and
+    the text, with no reference taken, and the same call works once the limit is lifted."""
+    proc = subprocess.run(
+        [sys.executable, "-c", GROWTH_CHILD, str(work / "tok"), str(headroom_mb << 20)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    outcome, message = report["limited"]
+    assert outcome == "MemoryError", report
+    assert "could not allocate" in message and "for the ids of a 20.0 MB text" in message, message
+    ids = Tokenizer.from_dir(work / "tok").encode("a b " * 5_000_000)
+    assert report["references_added"] == 0 and report["unlimited"] == len(ids) >= 10_000_000

@@ -201,6 +201,8 @@ struct ListItems {
     ptr: *mut *mut ffi::PyObject,
     len: usize,
     cap: usize,
+    /// The characters of the text, named in out-of-memory errors.
+    text_len: usize,
     /// The references to add to each cached int (at most `u32::MAX` ids, one per byte of text), or
     /// empty when they are added item by item.
     counts: Vec<u32>,
@@ -230,6 +232,7 @@ impl ListItems {
             ptr,
             len: 0,
             cap,
+            text_len,
             counts,
         })
     }
@@ -249,7 +252,7 @@ impl ListItems {
             });
             if grown.is_null() {
                 let e = AllocError::of::<*mut ffi::PyObject>(cap);
-                return Err(Stop::Engine(e.named(IDS)));
+                return Err(Stop::Engine(e.of_text(IDS, self.text_len)));
             }
             (self.ptr, self.cap) = (grown.cast(), cap);
         }
