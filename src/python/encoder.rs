@@ -101,11 +101,7 @@ impl PyEncoder {
                     },
                 };
             }
-            for (int, &n) in ints.iter().zip(&counts) {
-                for _ in 0..n {
-                    ffi::Py_INCREF(int.as_ptr());
-                }
-            }
+            add_counted_references(ints, &counts);
             match failed {
                 Some(e) => Err(e),
                 None => Ok(list.cast_into_unchecked()),
@@ -283,9 +279,9 @@ impl ListItems {
         // SAFETY: PyList_New(0) returns a new reference (checked) to an empty list with no array,
         // which is given ours: `len` slots written with borrowed pointers to cached ints, a reference
         // to each of which is added here first (counted per int, or item by item), so that the list
-        // owns every item. The array came from
-        // PyMem_Malloc/Realloc, as a list's array must (list_dealloc frees it with PyMem_Free), and
-        // `ptr` is nulled so that `drop` leaves it to the list.
+        // owns every item. The array came from PyMem_Malloc/Realloc, as a list's array must
+        // (list_dealloc frees it with PyMem_Free), and `ptr` is nulled so that `drop` leaves it to the
+        // list.
         unsafe {
             let list = Bound::from_owned_ptr_or_err(py, ffi::PyList_New(0))?;
             if self.len == 0 {
@@ -298,11 +294,7 @@ impl ListItems {
                     (self.ptr, self.cap) = (shrunk.cast(), self.len);
                 }
             }
-            for (int, &n) in ints.iter().zip(&self.counts) {
-                for _ in 0..n {
-                    ffi::Py_INCREF(int.as_ptr());
-                }
-            }
+            add_counted_references(ints, &self.counts);
             if self.counts.is_empty() {
                 for &item in std::slice::from_raw_parts(self.ptr, self.len) {
                     ffi::Py_INCREF(item);
@@ -325,6 +317,17 @@ impl Drop for ListItems {
         if !self.ptr.is_null() {
             let ptr = self.ptr.cast();
             Python::attach(|_| unsafe { ffi::PyMem_Free(ptr) });
+        }
+    }
+}
+
+/// Adds `counts[i]` references to the `i`-th of `ints`: the references a list's items, counted per
+/// int, take (see [`PyEncoder::to_list`]). The GIL must be held.
+fn add_counted_references(ints: &[Py<PyAny>], counts: &[u32]) {
+    for (int, &n) in ints.iter().zip(counts) {
+        for _ in 0..n {
+            // SAFETY: each int is alive (the encoder holds it) and the GIL is held.
+            unsafe { ffi::Py_INCREF(int.as_ptr()) };
         }
     }
 }

@@ -25,13 +25,14 @@ use crate::error::try_reserve;
 pub(super) fn utf8<'a>(text: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
     match stored(text)? {
         Some(Stored::Ascii(ascii)) => return Ok(Cow::Borrowed(ascii)),
-        Some(Stored::Units(units)) => {
-            let mut buf = Vec::new();
-            try_reserve(&mut buf, units.max_utf8_len())
-                .map_err(|e| to_py_err(e.of_text("the UTF-8 copy", units.len())))?;
-            if to_utf8(units, &mut buf).is_ok() {
-                // SAFETY: `to_utf8` writes only UTF-8.
-                return Ok(Cow::Owned(unsafe { String::from_utf8_unchecked(buf) }));
+        Some(stored @ Stored::Units(units)) => {
+            let mut copy = String::new();
+            match stored.append_to(&mut copy) {
+                Ok(()) => return Ok(Cow::Owned(copy)),
+                Err(BlockError::Alloc(e)) => {
+                    return Err(to_py_err(e.of_text("the UTF-8 copy", units.len())))
+                }
+                Err(BlockError::NotUtf8) => {}
             }
         }
         None => {}
@@ -44,27 +45,18 @@ pub(super) fn utf8<'a>(text: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> 
 /// stream of `encode_iterable` gathers many short strings (lines of a file) into one text.
 #[cfg(feature = "python")]
 pub(super) fn push_utf8(text: &Bound<'_, PyString>, out: &mut String) -> PyResult<()> {
-    let stored = stored(text)?;
-    let most = match &stored {
-        Some(Stored::Ascii(ascii)) => ascii.len(),
-        Some(Stored::Units(units)) => units.max_utf8_len(),
-        None => 0,
-    };
-    // SAFETY: only UTF-8 is written to the vector: ASCII, `to_utf8`'s output, or a `str`; what a failed
-    // `to_utf8` wrote is cut off again.
-    let bytes = unsafe { out.as_mut_vec() };
-    try_reserve(bytes, most).map_err(|e| to_py_err(e.of_text("the text of the stream", most)))?;
-    match stored {
-        Some(Stored::Ascii(ascii)) => bytes.extend_from_slice(ascii.as_bytes()),
-        Some(Stored::Units(units)) => {
-            let before = bytes.len();
-            if to_utf8(units, bytes).is_err() {
-                bytes.truncate(before);
-                out.push_str(text.to_str()?);
+    if let Some(stored) = stored(text)? {
+        match stored.append_to(out) {
+            Ok(()) => return Ok(()),
+            Err(BlockError::Alloc(e)) => {
+                let most = stored.max_utf8_len();
+                return Err(to_py_err(e.of_text("the text of the stream", most)));
             }
+            // A surrogate: Python's own conversion raises its error.
+            Err(BlockError::NotUtf8) => {}
         }
-        None => out.push_str(text.to_str()?),
     }
+    out.push_str(text.to_str()?);
     Ok(())
 }
 
@@ -97,10 +89,7 @@ pub(super) fn utf8_blocks<'a>(text: &'a Bound<'_, PyString>) -> PyResult<Option<
 impl Utf8Blocks<'_> {
     /// The most bytes of UTF-8 the whole text can take.
     pub(super) fn max_utf8_len(&self) -> usize {
-        match &self.text {
-            Stored::Ascii(ascii) => ascii.len(),
-            Stored::Units(units) => units.max_utf8_len(),
-        }
+        self.text.max_utf8_len()
     }
 
     /// Appends the UTF-8 of the next `chars` characters (fewer at the end) to `out`, and says whether
@@ -112,23 +101,7 @@ impl Utf8Blocks<'_> {
             Stored::Ascii(ascii) => Stored::Ascii(&ascii[from..to]),
             Stored::Units(units) => Stored::Units(units.slice(from, to)),
         };
-        // SAFETY: only UTF-8 is appended: ASCII, or `to_utf8`'s output, which is cut off again when
-        // it fails.
-        let bytes = unsafe { out.as_mut_vec() };
-        match block {
-            Stored::Ascii(ascii) => {
-                try_reserve(bytes, ascii.len()).map_err(BlockError::Alloc)?;
-                bytes.extend_from_slice(ascii.as_bytes());
-            }
-            Stored::Units(units) => {
-                try_reserve(bytes, units.max_utf8_len()).map_err(BlockError::Alloc)?;
-                let before = bytes.len();
-                if to_utf8(units, bytes).is_err() {
-                    bytes.truncate(before);
-                    return Err(BlockError::NotUtf8);
-                }
-            }
-        }
+        block.append_to(out)?;
         self.at = to;
         Ok(to < len)
     }
@@ -144,10 +117,42 @@ impl Utf8Blocks<'_> {
 
 /// A `str` as CPython stores it.
 #[cfg(feature = "python")]
+#[derive(Clone, Copy)]
 enum Stored<'a> {
     /// ASCII, which is its own UTF-8.
     Ascii(&'a str),
     Units(Units<'a>),
+}
+
+#[cfg(feature = "python")]
+impl Stored<'_> {
+    /// The most bytes of UTF-8 the text can take.
+    fn max_utf8_len(&self) -> usize {
+        match self {
+            Stored::Ascii(ascii) => ascii.len(),
+            Stored::Units(units) => units.max_utf8_len(),
+        }
+    }
+
+    /// Appends the text's UTF-8 to `out`, with room reserved fallibly first; on a character UTF-8
+    /// cannot hold, `out` is left as it was.
+    fn append_to(self, out: &mut String) -> Result<(), BlockError> {
+        // SAFETY: only UTF-8 is appended: ASCII, or `to_utf8`'s output, which is cut off again when
+        // it fails.
+        let bytes = unsafe { out.as_mut_vec() };
+        try_reserve(bytes, self.max_utf8_len()).map_err(BlockError::Alloc)?;
+        match self {
+            Stored::Ascii(ascii) => bytes.extend_from_slice(ascii.as_bytes()),
+            Stored::Units(units) => {
+                let before = bytes.len();
+                if to_utf8(units, bytes).is_err() {
+                    bytes.truncate(before);
+                    return Err(BlockError::NotUtf8);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How `text` is stored, read in place; None on an interpreter whose storage is not read here (3.14,
