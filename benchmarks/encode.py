@@ -16,9 +16,10 @@ Sections (MB = 1e6 bytes of UTF-8 input):
 - ``single``: ``encode(str)`` on the first 20 MB of each corpus (cut at a character boundary), the text
   already in memory; only the encode call is timed. ``multilingual``'s first 20 MB are German and French
   (97% ASCII), so ``multilingual_cjk`` is its last 20 MB, Japanese and Chinese: half of its bytes are CJK
-  characters. The child is pinned to CPU 0 (``taskset -c 0``, else
-  ``sched_setaffinity``) so that a tool's internal thread pool cannot use a second core and the scheduler
-  cannot migrate it.
+  characters. The child is pinned to CPU 0 (``taskset -c 0``, else ``sched_setaffinity``) so that a
+  tool's internal thread pool cannot use a second core and the scheduler cannot migrate it. bytepair's
+  ``encode_to_numpy`` has its own row (``bytepair encode_to_numpy``): gigatoken's ``encode`` returns a
+  NumPy array, bytepair's and tiktoken's a list.
 - ``files``: a whole file on all cores: bytepair ``encode_file`` (to a ``.npy``), gigatoken ``encode_files``
   (ids in memory), and for tiktoken ``encode_ordinary_batch`` / HF ``encode_batch`` the timed work also
   includes reading the file, splitting it into documents at
@@ -36,9 +37,10 @@ Sections (MB = 1e6 bytes of UTF-8 input):
   is first reset through ``/proc/self/clear_refs``, else the peak of building the tokenizer would hide the
   call's). In the same rounds, ``bytepair encode`` is ``encode(str)`` of the same text (read beforehand,
   only the call timed), and the ratio column is the stream's speed over that.
-- ``short``: chat-sized messages, one ``encode`` call each: the lines of 20 to 200 bytes of a corpus's
-  first 20 MB (at most ``SHORT_MESSAGES`` of them), pinned to CPU 0; reported in calls per second as well
-  as MB/s. Each tool's caches warm up over the calls, as in a server that encodes one message at a time.
+- ``short``: chat-sized messages, one ``encode`` call each (and bytepair's ``encode_to_numpy`` row): the
+  lines of 20 to 200 bytes of a corpus's first 20 MB (at most ``SHORT_MESSAGES`` of them), pinned to CPU
+  0; reported in calls per second as well as MB/s. Each tool's caches warm up over the calls, as in a
+  server that encodes one message at a time.
 
 Each section reports, per tool, the median of its runs, and the ratio to gigatoken as the median of the
 ratios of the runs that shared a round, with the lowest of them: a slow spell of the shared machine then
@@ -82,6 +84,9 @@ CORPORA = {
 }
 # The streaming section's other row: bytepair's encode(str) on the same text, its reference speed.
 STREAM_REFERENCE = "bytepair encode"
+# bytepair's row for encode_to_numpy in the sections of one call: ids as an array, as gigatoken returns
+# them, where encode (and tiktoken's encode) return a list.
+NUMPY_ROW = "bytepair encode_to_numpy"
 EOT = "<|endoftext|>"
 SAMPLE_BYTES = 20_000_000
 STREAM_BYTES = 200_000_000  # the tokenizer issue's streaming bound is for a 200 MB file
@@ -96,6 +101,10 @@ ENCODE_ONE: dict[str, Callable[[Any, str], Sequence[int]]] = {
     "tiktoken": lambda tok, text: tok.encode(text, allowed_special="all"),
     "tokenizers": lambda tok, text: tok.encode(text).ids,
 }
+
+
+def encode_numpy(tok: Any, text: str) -> Sequence[int]:
+    return tok.encode_to_numpy(text)
 
 
 def fixture_paths(shared: Path) -> tuple[Path, Path]:
@@ -214,12 +223,19 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["pin"] and os.sched_getaffinity(0) != {0}:
         os.sched_setaffinity(0, {0})
     tool, path = spec["tool"], Path(spec["path"])
+    # NumPy is imported before any timed call, for every tool: gigatoken imports it in its first call
+    # (its ids are arrays), which put 50 ms of importing into its time, and encode_to_numpy would too.
+    # One BLAS thread: its threads would share the pinned CPU.
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    import numpy  # noqa: F401
+
     tok = load(tool, shared, work)
+    encode = encode_numpy if spec.get("numpy") else ENCODE_ONE[tool]
     if spec["section"] == "single":
-        text, encode = read_prefix(path, SAMPLE_BYTES), ENCODE_ONE[tool]
+        text = read_prefix(path, SAMPLE_BYTES)
         return {**timed(lambda: encode(tok, text)), "bytes": len(text.encode("utf-8"))}
     if spec["section"] == "short":
-        messages, encode = short_messages(path), ENCODE_ONE[tool]
+        messages = short_messages(path)
 
         def encode_each() -> None:
             for message in messages:
@@ -489,7 +505,10 @@ def main() -> None:
                     tools, base = ["bytepair", STREAM_REFERENCE], STREAM_REFERENCE
                 else:
                     specs = {tool: {**spec, "tool": tool} for tool in args.tools if tool in installed}
-                    tools, base = args.tools, "gigatoken"
+                    tools, base = list(args.tools), "gigatoken"
+                    if "bytepair" in specs and section in ("single", "short"):
+                        specs[NUMPY_ROW] = {**spec, "tool": "bytepair", "numpy": True}
+                        tools.insert(tools.index("bytepair") + 1, NUMPY_ROW)
                 if "bytepair" not in installed:
                     specs = {t: s for t, s in specs.items() if s["tool"] != "bytepair"}
                 results = interleaved(specs, args.repeat, args.timeout, base)

@@ -117,8 +117,10 @@ ENCODE_CHILD = textwrap.dedent(
     import json, os, signal, sys, threading, time
     import bytepair
 
-    vocab_path, merges_path = sys.argv[1], sys.argv[2]
+    vocab_path, merges_path, method = sys.argv[1], sys.argv[2], sys.argv[3]
     tok = bytepair.Tokenizer.from_files(vocab_path, merges_path, ["<|endoftext|>"])
+    if method == "encode_to_numpy":
+        import numpy
     # One pre-token of 16 MB: about 2.5 s of merging here, which looks for Ctrl-C as it goes.
     text = "a" * (16 << 20)
     aaaa = tok.encode("aaaa")[0]
@@ -131,7 +133,7 @@ ENCODE_CHILD = textwrap.dedent(
 
     threading.Timer(0.2, interrupt).start()
     try:
-        ids = tok.encode(text)
+        ids = getattr(tok, method)(text)
         result = {"finished": len(ids)}
     except KeyboardInterrupt:
         result = {"raised_after_signal": time.monotonic() - sent[0]}
@@ -143,6 +145,8 @@ ENCODE_CHILD = textwrap.dedent(
 )
 
 
-def test_ctrl_c_stops_encode_of_a_long_str() -> None:
-    result = interrupted_child(ENCODE_CHILD, str(CS336 / "gpt2_vocab.json"), str(CS336 / "gpt2_merges.txt"))
+@pytest.mark.parametrize("method", ["encode", "encode_to_numpy"])
+def test_ctrl_c_stops_encode_of_a_long_str(method: str) -> None:
+    vocab, merges = str(CS336 / "gpt2_vocab.json"), str(CS336 / "gpt2_merges.txt")
+    result = interrupted_child(ENCODE_CHILD, vocab, merges, method)
     assert result["references_added"] == 0 and result["encode_after"] == [1169, 3797, 262]

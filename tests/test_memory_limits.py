@@ -63,6 +63,7 @@ def read_npy():
 
 CALLS = {
     "encode": lambda: tok.encode(text),
+    "encode_to_numpy": lambda: tok.encode_to_numpy(text),
     "encode_batch": lambda: tok.encode_batch([text[:half], text[half:]]),
     "encode_iterable": lambda: list(tok.encode_iterable(blocks)),
     "decode": lambda: tok.decode(ids),
@@ -86,6 +87,8 @@ def resident():
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) * 1024
 
 call = CALLS[entry]
+if entry == "encode_to_numpy":
+    import numpy  # imported by the call otherwise, which the limit would make fail
 report = {}
 resource.setrlimit(resource.RLIMIT_AS, (resident() + headroom, resource.RLIM_INFINITY))
 try:
@@ -107,6 +110,8 @@ report["left"] = sorted(os.listdir(out_dir))
 after = call()
 if entry == "encode_file":
     after = (after, read_npy())
+if entry == "encode_to_numpy":
+    during, after = None if during is None else during.tolist(), after.tolist()
 report["during"] = None if during is None else digest(during)
 report["after"] = digest(after)
 print(json.dumps(report))
@@ -167,6 +172,7 @@ def expected(work: Path) -> dict[str, str]:
     ids = tok.encode(text)
     return {
         "encode": digest(ids),
+        "encode_to_numpy": digest(ids),
         "encode_batch": digest(tok.encode_batch([text[:half], text[half:]])),
         "encode_iterable": digest(ids),
         "decode": digest(text),
@@ -210,6 +216,7 @@ def check(proc: subprocess.CompletedProcess, report: dict, expected: str, allowe
 
 ENTRIES = [
     "encode",
+    "encode_to_numpy",
     "encode_batch",
     "encode_iterable",
     "decode",
@@ -233,9 +240,12 @@ def test_entry_point_raises_memory_error_or_finishes(
     check(proc, report, expected[entry], {"out.npy"} if entry == "encode_file" else set())
 
 
-def test_encode_of_5mb_under_1mb_names_what_it_could_not_allocate(work: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("entry", ["encode", "encode_to_numpy"])
+def test_encode_of_5mb_under_1mb_names_what_it_could_not_allocate(
+    work: Path, tmp_path: Path, entry: str
+) -> None:
     """CS336's case: the ids of a 5 MB text do not fit in 1 MB, and the message says so."""
-    proc, report = run_child(work, tmp_path, "encode", 1_000_000)
+    proc, report = run_child(work, tmp_path, entry, 1_000_000)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert report["outcome"] == "MemoryError", report
     assert "could not allocate" in report["message"] and "for the ids of a 5.0 MB text" in report["message"]

@@ -320,15 +320,59 @@ def test_long_texts_encode_like_tiktoken_whatever_falls_on_a_block_boundary(
     ids = gpt2.encode(text)
     assert ids == tiktoken_gpt2.encode(text, allowed_special="all")
     assert len(ids) > len(text) // 4
+    assert gpt2.encode_to_numpy(text).tolist() == ids
     for n in [4095, 4096, 4097, BLOCK - 1, BLOCK, BLOCK + 1]:
         assert gpt2.encode(text[:n]) == tiktoken_gpt2.encode(text[:n], allowed_special="all"), n
+        assert gpt2.encode_to_numpy(text[:n]).tolist() == gpt2.encode(text[:n]), n
 
 
-def test_a_lone_surrogate_past_the_first_block_raises_as_python_does(gpt2: Tokenizer) -> None:
+@pytest.mark.parametrize("method", ["encode", "encode_to_numpy"])
+def test_a_lone_surrogate_past_the_first_block_raises_as_python_does(gpt2: Tokenizer, method: str) -> None:
     text = "x" * (BLOCK + 10) + "\udc80" + "🙂" * 5
     with pytest.raises(UnicodeEncodeError, match="surrogates not allowed") as raised:
-        gpt2.encode(text)
+        getattr(gpt2, method)(text)
     assert raised.value.start == BLOCK + 10
+    with pytest.raises(UnicodeEncodeError, match="surrogates not allowed"):
+        getattr(gpt2, method)(text[BLOCK:])
+
+
+def test_encode_to_numpy_gives_encode_s_ids_in_a_writable_uint32_array_that_owns_its_memory(
+    gpt2: Tokenizer,
+) -> None:
+    # Short texts (a vector of ids) and long ones (blocks), every string storage, special tokens.
+    texts = ["", "hi", f"the cat{EOT} 日本語 🙂 é" * 3, "x" * 4095, " the cat" * 600, "é’🙂 Straße" * 2000]
+    for text in texts:
+        ids = gpt2.encode_to_numpy(text)
+        assert (
+            isinstance(ids, np.ndarray) and ids.dtype == np.uint32 and ids.shape == (len(gpt2.encode(text)),)
+        )
+        assert ids.flags.writeable and ids.flags.c_contiguous
+        assert ids.tolist() == gpt2.encode(text)
+    # Each call's array is its own memory, which outlives the tokenizer and goes with the last array.
+    tok = Tokenizer(gpt2.vocab, gpt2.merges, [EOT])
+    text = " the cat sat" * 1000
+    first, second = tok.encode_to_numpy(text), tok.encode_to_numpy(text)
+    first[:] = 0
+    del tok
+    assert second.tolist() == gpt2.encode(text) and not first.any()
+    view = second[5:10]
+    del second
+    assert view.tolist() == gpt2.encode(text)[5:10]
+    assert pickle.loads(pickle.dumps(view)).tolist() == view.tolist()
+
+
+def test_encode_to_numpy_of_ids_past_the_cached_ints(gpt2: Tokenizer) -> None:
+    # Ids of 2**17 and more have no preallocated Python int: the list takes another path, the array
+    # does not care.
+    far = Tokenizer({200_000 + i: bytes([i]) for i in range(256)}, [])
+    for text in ["hi", "hi" * 3000]:
+        assert far.encode_to_numpy(text).tolist() == far.encode(text) == [200_000 + b for b in text.encode()]
+
+
+@pytest.mark.parametrize("bad", [b"hi", None, ["hi"], 3])
+def test_encode_to_numpy_takes_only_a_str(gpt2: Tokenizer, bad: object) -> None:
+    with pytest.raises(TypeError, match="encode_to_numpy takes a str"):
+        gpt2.encode_to_numpy(bad)  # type: ignore[arg-type]
 
 
 def test_a_long_text_s_list_owns_a_reference_to_each_of_its_ints(gpt2: Tokenizer) -> None:

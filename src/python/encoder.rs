@@ -1,7 +1,8 @@
 //! `bytepair._core.Encoder`: the engine's [`Encoder`] for Python, and the fast conversion of its ids to
 //! a Python list: a text of 4,096 characters or more is converted, encoded and stored in the list a
 //! block at a time ([`PyEncoder::encode_into_list`]); shorter ones, and vocabularies with ids past the
-//! cached ints, go through a vector of ids ([`PyEncoder::to_list`]).
+//! cached ints, go through a vector of ids ([`PyEncoder::to_list`]). `encode_ids` makes no list: the
+//! same blocks fill a vector that Python reads in place ([`Ids`], for `encode_to_numpy`).
 //!
 //! Long calls (at least [`INTERRUPTIBLE_FROM`] bytes of text, and every `encode_file`) run with the GIL
 //! released and stop on Ctrl-C; the ids of a failed call are freed before its exception is made.
@@ -17,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyList, PyString};
 
 use super::errors::{alloc_err, run_attached, run_detached, to_py_err};
+use super::ids::Ids;
 use super::interrupt::{run_interruptible, PyProgress, INTERRUPTIBLE_FROM};
 use super::objects::{bytes, collect, int, list};
 use super::strings::{push_utf8, utf8, utf8_blocks, BlockError, Utf8Blocks};
@@ -121,31 +123,63 @@ impl PyEncoder {
         &self,
         py: Python<'py>,
         text: &Bound<'py, PyString>,
-        mut blocks: Utf8Blocks<'_>,
+        blocks: Utf8Blocks<'_>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let (chars, text_len) = (blocks.len(), blocks.max_utf8_len());
+        let chars = blocks.len();
         // References are counted per int only for lists likely as long as the ints are many: the counts
         // are zeroed and read back whole, a fixed cost that a short list's own items do not repay.
         let counted = chars / 4 >= self.ints.len();
         let mut items = ListItems::new(chars / 4 + 16, counted.then_some(self.ints.len()), chars)?;
         let ints = &self.ints[..];
+        self.encode_in_blocks(py, text, blocks, |ids| items.push(ids, ints))?;
+        items.into_list(py, ints)
+    }
+
+    /// Encodes `text` (`blocks`) a block of [`BLOCK_CHARS`] characters at a time with the GIL
+    /// released ([`Encoder::encode_blocks`]), handing `sink` the ids of each stretch; from
+    /// [`INTERRUPTIBLE_FROM`] bytes on, Ctrl-C stops it. A character UTF-8 cannot hold raises the
+    /// `UnicodeEncodeError` Python's own conversion would.
+    fn encode_in_blocks(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyString>,
+        mut blocks: Utf8Blocks<'_>,
+        mut sink: impl FnMut(&[u32]) -> Result<(), Stop> + Send,
+    ) -> PyResult<()> {
+        let text_len = blocks.max_utf8_len();
         let mut encode = |cancel: Option<&Arc<AtomicBool>>| {
             self.inner.encode_blocks(
                 text_len,
                 cancel,
                 |buf| Ok(blocks.next(BLOCK_CHARS, buf)?),
-                |ids| items.push(ids, ints),
+                &mut sink,
             )
         };
-        let encoded = if text_len < INTERRUPTIBLE_FROM {
+        if text_len < INTERRUPTIBLE_FROM {
             run_detached(py, || Ok(encode(None)))?.map_err(|stop| stop.into_py_err(text, to_py_err))
         } else {
             let progress = PyProgress::new(None);
             run_interruptible(py, &progress, || Ok(encode(Some(&progress.cancelled))))?
                 .map_err(|stop| stop.into_py_err(text, |e| progress.error(e)))
-        };
-        encoded?;
-        items.into_list(py, ints)
+        }
+    }
+
+    /// The ids of `text` in a vector ([`Encoder::encode_to_vec`]): with the GIL kept for a short
+    /// text, released for a longer one, and stopped by Ctrl-C from [`INTERRUPTIBLE_FROM`] bytes on.
+    fn encode_utf8(&self, py: Python<'_>, text: &str) -> PyResult<Vec<u32>> {
+        let encode = || self.inner.encode_to_vec(text, None).map_err(to_py_err);
+        if text.len() < KEEP_GIL_BELOW {
+            run_attached(encode)
+        } else if text.len() < INTERRUPTIBLE_FROM {
+            run_detached(py, encode)
+        } else {
+            let progress = PyProgress::new(None);
+            run_interruptible(py, &progress, || {
+                self.inner
+                    .encode_to_vec(text, Some(&progress.cancelled))
+                    .map_err(|e| progress.error(e))
+            })
+        }
     }
 }
 
@@ -185,7 +219,7 @@ impl Stop {
     }
 }
 
-/// What [`ListItems`] is called in out-of-memory errors.
+/// What the ids of a call ([`ListItems`], or the vector of [`Ids`]) are called in out-of-memory errors.
 const IDS: &str = "the ids";
 
 /// The item array of a list being filled with the GIL released: borrowed pointers to the cached ints,
@@ -394,25 +428,39 @@ impl PyEncoder {
             }
         }
         let text = utf8(text)?;
-        let encode = || self.inner.encode_to_vec(&text, None).map_err(to_py_err);
-        let ids = if text.len() < KEEP_GIL_BELOW {
-            run_attached(encode)?
-        } else if text.len() < INTERRUPTIBLE_FROM {
-            run_detached(py, encode)?
-        } else {
-            let progress = PyProgress::new(None);
-            run_interruptible(py, &progress, || {
-                self.inner
-                    .encode_to_vec(&text, Some(&progress.cancelled))
-                    .map_err(|e| progress.error(e))
-            })?
-        };
+        let ids = self.encode_utf8(py, &text)?;
         // `text` (a UTF-8 copy unless the str is ASCII) lives until the list is made: freed before, its
         // megabytes would go back to malloc, which would serve the list's array from them and zero
         // them by hand (PyList_New's calloc), where fresh pages come zeroed.
         let list = self.to_list(py, &ids);
         drop(text);
         list
+    }
+
+    /// The ids of `text` in an [`Ids`] buffer, for `numpy.frombuffer`: no Python int and no list, so
+    /// that a caller who wants an array pays only for encoding. A text of [`KEEP_GIL_BELOW`] characters
+    /// or more is converted and encoded a block at a time, as [`Self::encode`] does.
+    fn encode_ids(&self, py: Python<'_>, text: &Bound<'_, PyString>) -> PyResult<Ids> {
+        if let Some(blocks) = utf8_blocks(text)? {
+            let chars = blocks.len();
+            if chars >= KEEP_GIL_BELOW {
+                // Room for the most ids the text can have (one per byte of UTF-8), reserved at once:
+                // pages never written cost no memory, and a vector grown as ids come was copied
+                // whenever malloc had served it from its heap rather than from a mapping of its own.
+                let mut ids = Vec::new();
+                try_reserve(&mut ids, blocks.max_utf8_len())
+                    .map_err(|e| to_py_err(e.of_text(IDS, chars)))?;
+                self.encode_in_blocks(py, text, blocks, |block| {
+                    try_reserve(&mut ids, block.len())
+                        .map_err(|e| Stop::Engine(e.of_text(IDS, chars)))?;
+                    ids.extend_from_slice(block);
+                    Ok(())
+                })?;
+                return Ok(Ids::new(ids));
+            }
+        }
+        let text = utf8(text)?;
+        Ok(Ids::new(self.encode_utf8(py, &text)?))
     }
 
     /// The batches of ids of the text of the str items of `items` (an iterable), concatenated: a

@@ -5,7 +5,8 @@
 //! - [`errors`]: where Python exceptions come from (engine errors and panics).
 //! - [`interrupt`]: Ctrl-C and progress callbacks during long work.
 //! - [`dataset`]: `encode_dataset`, documents from files and Python iterators into token shards.
-//! - [`encoder`]: the `Encoder` class; [`functions`]: `pretokenize`, `train_bpe`, `max_threads`.
+//! - [`encoder`]: the `Encoder` class; [`ids`]: the ids of a call for NumPy, without a list;
+//!   [`functions`]: `pretokenize`, `train_bpe`, `max_threads`.
 //! - [`objects`] and [`strings`]: Python values to and from Rust, without aborting when memory runs out.
 //!
 //! The binding uses the engine through the crate's public API (`lib.rs`), plus two internals: the
@@ -25,6 +26,8 @@ mod errors;
 #[cfg(feature = "python")]
 mod functions;
 #[cfg(feature = "python")]
+mod ids;
+#[cfg(feature = "python")]
 mod interrupt;
 #[cfg(feature = "python")]
 mod objects;
@@ -38,6 +41,7 @@ fn _core(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::py_max_threads, m)?)?;
     m.add_class::<encoder::PyEncoder>()?;
     m.add_class::<encoder::PyStream>()?;
+    m.add_class::<ids::Ids>()?;
     m.add_class::<counts::PyPreTokenCounts>()?;
     m.add_function(wrap_pyfunction!(counts::source_kind, m)?)?;
     m.add_function(wrap_pyfunction!(counts::parquet_row_groups, m)?)?;
