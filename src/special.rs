@@ -35,6 +35,9 @@ pub struct SpecialTokens {
     /// A substring search for each token of two bytes or more, for [`Self::straddles`].
     finders: Vec<Finder<'static>>,
     max_len: usize,
+    /// The tokens' first bytes, when there are at most three of them (repeated to fill the three): a
+    /// text holding none of them holds no token, which `memchr3` tells faster than the matcher can.
+    first_bytes: Option<[u8; 3]>,
 }
 
 /// A part of a text: either ordinary text or the special token with the given index.
@@ -82,11 +85,21 @@ impl SpecialTokens {
             .map(|t| Finder::new(t.as_bytes()).into_owned())
             .collect();
         let max_len = unique.iter().map(String::len).max().unwrap_or(0);
+        let mut firsts: Vec<u8> = unique.iter().map(|t| t.as_bytes()[0]).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        let first_bytes = match firsts[..] {
+            [a] => Some([a; 3]),
+            [a, b] => Some([a, b, b]),
+            [a, b, c] => Some([a, b, c]),
+            _ => None,
+        };
         Ok(SpecialTokens {
             tokens: unique,
             matcher,
             finders,
             max_len,
+            first_bytes,
         })
     }
 
@@ -102,7 +115,16 @@ impl SpecialTokens {
 
     /// Splits `text` into ordinary text and special tokens, in order. Empty text segments are skipped.
     pub fn split<'t>(&'t self, text: &'t str) -> impl Iterator<Item = Segment<'t>> + 't {
-        let mut matches = self.matcher.as_ref().map(|m| m.find_iter(text));
+        // Most texts hold no token: for a chat message, starting the matcher cost more than the test.
+        let may_hold = match self.first_bytes {
+            Some([a, b, c]) => memchr::memchr3(a, b, c, text.as_bytes()).is_some(),
+            None => true,
+        };
+        let mut matches = self
+            .matcher
+            .as_ref()
+            .filter(|_| may_hold)
+            .map(|m| m.find_iter(text));
         let mut pos = 0;
         let mut pending: Option<usize> = None;
         std::iter::from_fn(move || loop {
@@ -168,6 +190,62 @@ mod tests {
                 Segment::Special(0)
             ]
         );
+    }
+
+    #[test]
+    fn splits_like_a_leftmost_longest_scan_with_few_or_many_first_bytes() {
+        // One to four distinct first bytes: up to three take the `memchr3` test before the matcher.
+        let sets: [&[&str]; 4] = [
+            &["ab"],
+            &["ab", "ba", "abc"],
+            &["ab", "ba", "cab"],
+            &["ab", "ba", "cab", "db"],
+        ];
+        fn naive<'t>(tokens: &[&str], text: &'t str) -> Vec<Segment<'t>> {
+            let (mut out, mut text_start, mut i) = (Vec::new(), 0, 0);
+            while i < text.len() {
+                let longest = (0..tokens.len())
+                    .filter(|&k| text[i..].starts_with(tokens[k]))
+                    .max_by_key(|&k| (tokens[k].len(), std::cmp::Reverse(k)));
+                match longest {
+                    Some(k) => {
+                        if text_start < i {
+                            out.push(Segment::Text(&text[text_start..i]));
+                        }
+                        out.push(Segment::Special(k));
+                        i += tokens[k].len();
+                        text_start = i;
+                    }
+                    None => i += 1,
+                }
+            }
+            if text_start < text.len() {
+                out.push(Segment::Text(&text[text_start..]));
+            }
+            out
+        }
+        let mut state = 7u64;
+        let mut next = |n: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % n
+        };
+        for tokens in sets {
+            let s = SpecialTokens::new(tokens).unwrap();
+            assert_eq!(s.first_bytes.is_some(), tokens.len() < 4);
+            for _ in 0..500 {
+                let len = next(12);
+                let text: String = (0..len)
+                    .map(|_| b"abcdxy"[next(6) as usize] as char)
+                    .collect();
+                assert_eq!(
+                    parts(&s, &text),
+                    naive(tokens, &text),
+                    "{tokens:?} {text:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -48,6 +48,10 @@ const CANCEL_BLOCK: usize = 1 << 20;
 /// huge (and an allocation failure aborts the process).
 const MAX_ID_GAP: u32 = 1 << 20;
 
+/// [`Encoder::encode_then`] keeps its buffer of ids up to this many (64 KB).
+#[cfg(any(feature = "python", test))]
+const KEEP_SHORT_IDS: usize = 1 << 14;
+
 /// What the encoder's per-call buffers are called in out-of-memory errors.
 const CACHES: &str = "the encoder's caches";
 
@@ -160,6 +164,24 @@ impl Encoder {
         self.scratches
             .with(text.len(), |scratch| self.encode_with(text, out, scratch))
             .map_err(|e| e.named(CACHES))?
+    }
+
+    /// What `f` makes of the ids of `text`, encoded into a buffer that the caches keep between calls
+    /// rather than into a vector of its own: for short texts (chat messages), where allocating and
+    /// freeing the ids is a noticeable part of the call. The buffer is kept only up to
+    /// [`KEEP_SHORT_IDS`] ids, so a long text does not leave megabytes behind.
+    #[cfg(any(feature = "python", test))]
+    pub(crate) fn encode_then<T>(&self, text: &str, f: impl FnOnce(&[u32]) -> T) -> Result<T> {
+        let encoded = self.scratches.with(text.len(), |scratch| {
+            let mut ids = std::mem::take(&mut scratch.ids);
+            ids.clear();
+            let result = self.encode_with(text, &mut ids, scratch).map(|()| f(&ids));
+            if ids.capacity() <= KEEP_SHORT_IDS {
+                scratch.ids = ids;
+            }
+            result
+        });
+        encoded.map_err(|e| e.named(CACHES))?
     }
 
     /// [`Self::encode`] that gives up with [`Error::Interrupted`] (and `out` half written) soon after
@@ -880,6 +902,28 @@ mod tests {
             e.encode_batch(&texts, Some(2), Some(&cancel)),
             Err(Error::Interrupted)
         ));
+    }
+
+    #[test]
+    fn the_reused_buffer_gives_each_text_its_own_ids_and_is_kept_only_when_small() {
+        let e = encoder(&[b"ab", b"abab"], &[(b"a", b"b"), (b"ab", b"ab")], &["<s>"]);
+        let kept = |e: &Encoder| e.scratches.with(0, |s| s.ids.capacity()).unwrap();
+        // Longer, shorter, then much longer texts: each call sees only its own ids.
+        for n in [40, 3, 0, 7, KEEP_SHORT_IDS, 2] {
+            let text = format!("ab<s>{} b ", "ab".repeat(n));
+            assert_eq!(
+                e.encode_then(&text, |ids| ids.to_vec()).unwrap(),
+                encode(&e, &text)
+            );
+            assert!(kept(&e) <= KEEP_SHORT_IDS);
+        }
+        assert!(
+            kept(&e) >= "ab<s> b ".len(),
+            "a short text's buffer is kept"
+        );
+        let long = "a b ".repeat(KEEP_SHORT_IDS);
+        assert_eq!(e.encode_then(&long, |ids| ids.len()).unwrap(), long.len());
+        assert_eq!(kept(&e), 0, "a long text's buffer is freed");
     }
 
     #[test]

@@ -428,6 +428,12 @@ impl PyEncoder {
             }
         }
         let text = utf8(text)?;
+        if text.len() < KEEP_GIL_BELOW {
+            return run_attached(|| {
+                let list = self.inner.encode_then(&text, |ids| self.to_list(py, ids));
+                list.map_err(to_py_err)?
+            });
+        }
         let ids = self.encode_utf8(py, &text)?;
         // `text` (a UTF-8 copy unless the str is ASCII) lives until the list is made: freed before, its
         // megabytes would go back to malloc, which would serve the list's array from them and zero
