@@ -18,7 +18,8 @@
 //! ([`CacheCap`], fixed-size tables), so memory does not grow with the text; a cache that cannot grow
 //! (out of memory) keeps nothing and only costs time.
 
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use super::merge::{LongMerge, ShortMerge};
 use super::table::MergeCache;
@@ -101,6 +102,19 @@ impl Scratch {
                 self.merge_cache = merge_cache;
             }
         }
+    }
+
+    /// Runs `f` with the long merge loop giving up once `cancel` (if any) is set, and clears the flag
+    /// after, so that a later call with this scratch is not stopped by it.
+    pub(super) fn cancelled_by<T>(
+        &mut self,
+        cancel: Option<&Arc<AtomicBool>>,
+        f: impl FnOnce(&mut Scratch) -> T,
+    ) -> T {
+        self.long.cancel = cancel.cloned();
+        let result = f(self);
+        self.long.cancel = None;
+        result
     }
 
     /// Appends the cached ids at `(start, len)` of `cached_ids`.

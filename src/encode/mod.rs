@@ -198,21 +198,30 @@ impl Encoder {
         try_reserve(out, text.len()).map_err(|e| e.of_text("the ids", text.len()))?;
         self.scratches
             .with(text.len(), |scratch| {
-                scratch.long.cancel = Some(Arc::clone(cancel));
-                let (mut start, mut encoded) = (0, Ok(()));
-                while start < text.len() && !cancelled() && encoded.is_ok() {
-                    let end = self.block_end(text, start);
-                    encoded = self.encode_with(&text[start..end], out, scratch);
-                    start = end;
-                }
-                scratch.long.cancel = None;
-                encoded
+                scratch.cancelled_by(Some(cancel), |scratch| {
+                    let (mut start, mut encoded) = (0, Ok(()));
+                    while start < text.len() && !cancelled() && encoded.is_ok() {
+                        let end = self.block_end(text, start);
+                        encoded = self.encode_with(&text[start..end], out, scratch);
+                        start = end;
+                    }
+                    encoded
+                })
             })
             .map_err(|e| e.named(CACHES))??;
         if cancelled() {
             return Err(Error::Interrupted);
         }
         Ok(())
+    }
+
+    /// The last place in `text`, searched from `from`, where a held-back text may be cut (0 when there
+    /// is none), and where the search stopped: short of the end by the special tokens' lookahead, since
+    /// more text could still complete a token there.
+    fn last_cut(&self, text: &str, from: usize) -> (usize, usize) {
+        let limit = text.len().saturating_sub(lookahead(&self.specials));
+        let cut = last_safe_cut(text.as_bytes(), &self.specials, from, limit).unwrap_or(0);
+        (cut, limit)
     }
 
     /// The end of the block of [`Self::encode_cancellable`] that starts at `start`: the last safe cut
@@ -263,11 +272,9 @@ impl Encoder {
     /// returns its length in bytes: streaming input holds back the rest until more text arrives, so the
     /// ids equal those of the whole text however it is split. Fails when memory runs out.
     pub fn encode_prefix(&self, text: &str, last: bool, out: &mut Vec<u32>) -> Result<usize> {
-        let end = if last {
-            text.len()
-        } else {
-            let limit = text.len().saturating_sub(lookahead(&self.specials));
-            last_safe_cut(text.as_bytes(), &self.specials, 0, limit).unwrap_or(0)
+        let end = match last {
+            true => text.len(),
+            false => self.last_cut(text, 0).0,
         };
         let text = &text[..end];
         self.stream_scratches
@@ -301,16 +308,12 @@ impl Encoder {
         // it, so it does not change as text arrives.
         let mut scanned = 0;
         let encoded = self.scratches.with(text_len, |scratch| {
-            scratch.long.cancel = cancel.cloned();
-            let result = (|| -> std::result::Result<(), E> {
+            scratch.cancelled_by(cancel, |scratch| -> std::result::Result<(), E> {
                 loop {
                     let more = next(&mut text)?;
                     let end = match more {
                         true => {
-                            let limit = text.len().saturating_sub(lookahead(&self.specials));
-                            let cut =
-                                last_safe_cut(text.as_bytes(), &self.specials, scanned, limit)
-                                    .unwrap_or(0);
+                            let (cut, limit) = self.last_cut(&text, scanned);
                             // No cut lies between the cut and `limit`; the drain below moves them.
                             scanned = limit.max(scanned) - cut;
                             cut
@@ -325,9 +328,7 @@ impl Encoder {
                         return Ok(());
                     }
                 }
-            })();
-            scratch.long.cancel = None;
-            result
+            })
         });
         encoded.map_err(|e| E::from(e.named(CACHES)))??;
         match cancelled() {

@@ -1,8 +1,8 @@
 //! `bytepair._core.Encoder`: the engine's [`Encoder`] for Python, and the fast conversion of its ids to
 //! a Python list: a text of 4,096 characters or more is converted, encoded and stored in the list a
 //! block at a time ([`PyEncoder::encode_into_list`]); shorter ones, and vocabularies with ids past the
-//! cached ints, go through a vector of ids ([`PyEncoder::to_list`]). `encode_ids` makes no list: the
-//! same blocks fill a vector that Python reads in place ([`Ids`], for `encode_to_numpy`).
+//! cached ints, go through a vector of ids ([`PyEncoder::to_list`]). `encode_to_numpy` makes no list:
+//! the same blocks fill a vector that NumPy reads in place ([`Ids`]).
 //!
 //! Long calls (at least [`INTERRUPTIBLE_FROM`] bytes of text, and every `encode_file`) run with the GIL
 //! released and stop on Ctrl-C; the ids of a failed call are freed before its exception is made.
@@ -15,6 +15,7 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyIterator, PyList, PyString};
 
 use super::errors::{alloc_err, run_attached, run_detached, to_py_err};
@@ -22,7 +23,7 @@ use super::ids::Ids;
 use super::interrupt::{run_interruptible, PyProgress, INTERRUPTIBLE_FROM};
 use super::objects::{bytes, collect, int, list};
 use super::strings::{push_utf8, utf8, utf8_blocks, BlockError, Utf8Blocks};
-use crate::error::{try_reserve, try_vec, AllocError};
+use crate::error::{try_copy, try_reserve, try_vec, AllocError};
 use crate::huge_pages;
 use crate::{encode_file, Dtype, EncodeFileOptions, Encoder, Error};
 
@@ -180,6 +181,41 @@ impl PyEncoder {
                     .map_err(|e| progress.error(e))
             })
         }
+    }
+
+    /// The ids of `text` in an [`Ids`] buffer, for `numpy.frombuffer`: no Python int and no list, so
+    /// that a caller who wants an array pays only for encoding. A text of [`KEEP_GIL_BELOW`] characters
+    /// or more is converted and encoded a block at a time, as [`Self::encode`] does.
+    fn encode_ids(&self, py: Python<'_>, text: &Bound<'_, PyString>) -> PyResult<Ids> {
+        if let Some(blocks) = utf8_blocks(text)? {
+            let chars = blocks.len();
+            if chars >= KEEP_GIL_BELOW {
+                // Room for the most ids the text can have (one per byte of UTF-8), reserved at once:
+                // pages never written cost no memory, and a vector grown as ids come was copied
+                // whenever malloc had served it from its heap rather than from a mapping of its own.
+                let mut ids = Vec::new();
+                try_reserve(&mut ids, blocks.max_utf8_len())
+                    .map_err(|e| to_py_err(e.of_text(IDS, chars)))?;
+                self.encode_in_blocks(py, text, blocks, |block| {
+                    try_reserve(&mut ids, block.len())
+                        .map_err(|e| Stop::Engine(e.of_text(IDS, chars)))?;
+                    ids.extend_from_slice(block);
+                    Ok(())
+                })?;
+                return Ok(Ids::new(ids));
+            }
+        }
+        let text = utf8(text)?;
+        if text.len() < KEEP_GIL_BELOW {
+            // Copied out of the scratch's buffer at their exact size: no vector reserved for one id
+            // per byte and then shrunk.
+            let ids = run_attached(|| {
+                let ids = self.inner.encode_then(&text, try_copy).map_err(to_py_err)?;
+                ids.map_err(|e| to_py_err(e.of_text(IDS, text.len())))
+            })?;
+            return Ok(Ids::new(ids));
+        }
+        Ok(Ids::new(self.encode_utf8(py, &text)?))
     }
 }
 
@@ -443,30 +479,26 @@ impl PyEncoder {
         list
     }
 
-    /// The ids of `text` in an [`Ids`] buffer, for `numpy.frombuffer`: no Python int and no list, so
-    /// that a caller who wants an array pays only for encoding. A text of [`KEEP_GIL_BELOW`] characters
-    /// or more is converted and encoded a block at a time, as [`Self::encode`] does.
-    fn encode_ids(&self, py: Python<'_>, text: &Bound<'_, PyString>) -> PyResult<Ids> {
-        if let Some(blocks) = utf8_blocks(text)? {
-            let chars = blocks.len();
-            if chars >= KEEP_GIL_BELOW {
-                // Room for the most ids the text can have (one per byte of UTF-8), reserved at once:
-                // pages never written cost no memory, and a vector grown as ids come was copied
-                // whenever malloc had served it from its heap rather than from a mapping of its own.
-                let mut ids = Vec::new();
-                try_reserve(&mut ids, blocks.max_utf8_len())
-                    .map_err(|e| to_py_err(e.of_text(IDS, chars)))?;
-                self.encode_in_blocks(py, text, blocks, |block| {
-                    try_reserve(&mut ids, block.len())
-                        .map_err(|e| Stop::Engine(e.of_text(IDS, chars)))?;
-                    ids.extend_from_slice(block);
-                    Ok(())
-                })?;
-                return Ok(Ids::new(ids));
-            }
-        }
-        let text = utf8(text)?;
-        Ok(Ids::new(self.encode_utf8(py, &text)?))
+    /// The ids of `text` as a NumPy `uint32` array (`Tokenizer.encode_to_numpy`): `numpy.frombuffer`
+    /// over an [`Ids`], without a copy; TypeError for anything but a str. `frombuffer` and the dtype
+    /// are looked up once: a short text's call costs about what `encode`'s does.
+    fn encode_to_numpy<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        static FROMBUFFER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        static UINT32: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let Ok(text) = text.cast::<PyString>() else {
+            let kind = text.get_type().name()?;
+            return Err(PyTypeError::new_err(format!(
+                "encode_to_numpy takes a str, not {kind}"
+            )));
+        };
+        let frombuffer = FROMBUFFER.import(py, "numpy", "frombuffer")?;
+        let uint32 = UINT32.import(py, "numpy", "uint32")?;
+        let ids = Bound::new(py, self.encode_ids(py, text)?)?;
+        frombuffer.call1((ids, uint32))
     }
 
     /// The batches of ids of the text of the str items of `items` (an iterable), concatenated: a
