@@ -62,6 +62,7 @@ pub(crate) struct Scratch {
     pub(super) cached_ids: Vec<u32>,
     /// The ids of a short text, for [`super::Encoder::encode_then`]: reused, so that a call of a few
     /// hundred nanoseconds does not also allocate and free them.
+    #[cfg(any(feature = "python", test))]
     pub(super) ids: Vec<u32>,
     /// Bounds `cache` and `cached_ids`.
     pub(super) cap: CacheCap,
@@ -80,6 +81,7 @@ impl Scratch {
             recent: RecentPieces::for_text(text_len)?,
             cache: BytesMap::default(),
             cached_ids: Vec::new(),
+            #[cfg(any(feature = "python", test))]
             ids: Vec::new(),
             cap,
             seen: text_len,
