@@ -165,14 +165,14 @@ impl PyEncoder {
         }
     }
 
-    /// The ids of `text` in a vector ([`Encoder::encode_to_vec`]): with the GIL kept for a short
-    /// text, released for a longer one, and stopped by Ctrl-C from [`INTERRUPTIBLE_FROM`] bytes on.
+    /// The ids of `text`, of [`KEEP_GIL_BELOW`] bytes or more, in a vector
+    /// ([`Encoder::encode_to_vec`]), with the GIL released, and stopped by Ctrl-C from
+    /// [`INTERRUPTIBLE_FROM`] bytes on. Shorter texts take [`Encoder::encode_then`] instead.
     fn encode_utf8(&self, py: Python<'_>, text: &str) -> PyResult<Vec<u32>> {
-        let encode = || self.inner.encode_to_vec(text, None).map_err(to_py_err);
-        if text.len() < KEEP_GIL_BELOW {
-            run_attached(encode)
-        } else if text.len() < INTERRUPTIBLE_FROM {
-            run_detached(py, encode)
+        if text.len() < INTERRUPTIBLE_FROM {
+            run_detached(py, || {
+                self.inner.encode_to_vec(text, None).map_err(to_py_err)
+            })
         } else {
             let progress = PyProgress::new(None);
             run_interruptible(py, &progress, || {
