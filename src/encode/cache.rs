@@ -236,12 +236,28 @@ impl RecentPieces {
         self.entries.len()
     }
 
-    /// The ids of the piece `key` stands for, if it is here.
+    /// Appends the ids of the piece `key` stands for to `out` and returns true, if it is here. Writes
+    /// a whole entry's ids and then keeps only the piece's, which costs no branch on their number
+    /// (rarely predicted right: it changes from piece to piece), where `out` has room for them.
     #[inline(always)]
-    pub(super) fn get(&self, key: &InlineKey) -> Option<&[u32]> {
+    pub(super) fn push_to(&self, key: &InlineKey, out: &mut Vec<u32>) -> bool {
         let e = &self.entries[key.hash as usize & self.mask];
-        (e.lo == key.lo && e.hi == key.hi && e.meta & 0xFF == key.len)
-            .then(|| &e.ids[..(e.meta >> 8) as usize])
+        if !(e.lo == key.lo && e.hi == key.hi && e.meta & 0xFF == key.len) {
+            return false;
+        }
+        let n = (e.meta >> 8) as usize;
+        if out.capacity() - out.len() >= MAX_IDS {
+            // SAFETY: there is room for MAX_IDS more ids past the length, and the n <= MAX_IDS ids
+            // kept are initialized by the write.
+            unsafe {
+                let end = out.as_mut_ptr().add(out.len());
+                std::ptr::write_unaligned(end.cast::<[u32; MAX_IDS]>(), e.ids);
+                out.set_len(out.len() + n);
+            }
+        } else {
+            out.extend_from_slice(&e.ids[..n]);
+        }
+        true
     }
 
     /// Records that the piece `key` stands for encodes to `ids`, if they fit an entry.
@@ -310,23 +326,49 @@ mod tests {
         assert_eq!(held.len(), 1);
     }
 
+    /// The ids `recent` appends for `key`, if it holds them, to a vector with room for `room` more.
+    fn get(recent: &RecentPieces, key: &InlineKey, room: usize) -> Option<Vec<u32>> {
+        let mut out = vec![7, 8];
+        out.reserve_exact(room);
+        let found = recent.push_to(key, &mut out);
+        assert_eq!(out[..2], [7, 8], "the ids already there are kept");
+        found.then(|| out[2..].to_vec())
+    }
+
+    #[test]
+    fn appends_only_the_pieces_ids_with_or_without_room_for_a_whole_entry() {
+        let mut recent = RecentPieces::for_text(0).unwrap();
+        let key = InlineKey::new(b" hello");
+        for ids in [&[5][..], &[5, 6], &[5, 6, 7]] {
+            recent.insert(&key, ids);
+            for room in [ids.len(), MAX_IDS, 100] {
+                assert_eq!(
+                    get(&recent, &key, room).as_deref(),
+                    Some(ids),
+                    "room {room}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn returns_what_was_inserted_until_evicted() {
         let mut recent = RecentPieces::for_text(0).unwrap();
+        let get = |recent: &RecentPieces, key: &InlineKey| get(recent, key, 0);
         let (a, b) = (
             InlineKey::new(b" the"),
             InlineKey::new(" th\u{435}".as_bytes()),
         );
-        assert!(recent.get(&a).is_none());
+        assert!(get(&recent, &a).is_none());
         recent.insert(&a, &[262]);
         recent.insert(&b, &[262, 16843, 113]);
-        assert_eq!(recent.get(&b), Some(&[262, 16843, 113][..]));
+        assert_eq!(get(&recent, &b), Some(vec![262, 16843, 113]));
         if a.hash as usize & recent.mask != b.hash as usize & recent.mask {
-            assert_eq!(recent.get(&a), Some(&[262][..]));
+            assert_eq!(get(&recent, &a), Some(vec![262]));
         }
         recent.insert(&a, &[1, 2, 3, 4]);
-        assert_ne!(recent.get(&a), Some(&[1, 2, 3, 4][..]));
+        assert_ne!(get(&recent, &a), Some(vec![1, 2, 3, 4]));
         // An empty entry matches no key: lengths are at least 1.
-        assert!(recent.get(&InlineKey::new(b"\0")).is_none());
+        assert!(get(&recent, &InlineKey::new(b"\0")).is_none());
     }
 }
