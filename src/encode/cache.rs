@@ -1,5 +1,6 @@
 //! The encoder's caches, kept per thread and between calls: [`Scratch`] (the buffers and caches of one
-//! thread's encoding), [`ScratchPool`] (scratches kept between calls), and [`RecentPieces`].
+//! thread's encoding), [`ScratchPool`] (scratches kept between calls), and the two tables of recently
+//! seen pieces, [`SmallPieces`] and [`RecentPieces`].
 //!
 //! Encoding a text fills caches (recent pieces, merged pieces, the merge table's answers) that make the
 //! rest of the text fast. A tokenizer is usually called once per document, thousands of times; a fresh
@@ -13,6 +14,14 @@
 //! recently seen pieces the size of L2 answers most of them (the few thousand most common words are
 //! most of any text); a miss costs one more load before the large maps. Direct-mapped: a piece has one
 //! slot, chosen by its hash, and a new piece evicts the old one; collisions only cost hit rate.
+//!
+//! [`SmallPieces`] is the same for pieces of up to [`SMALL_PIECE`] bytes, most pieces of any text, with
+//! a key of one word and room for two ids; it also answers pieces of one and two bytes, which
+//! [`RecentPieces`] leaves to the byte tables. Its point is fewer branches: whether a piece is one or
+//! two bytes, or longer, is a coin toss to the branch predictor, and one path for all the short ones
+//! takes that branch away (the length branch that is left, up to 7 bytes or more, goes one way for
+//! most pieces). Both tables write a hit's ids whole and then set the output's length, so that no
+//! branch depends on the number of ids either.
 //!
 //! Invariants: a scratch holds ids of one encoder and is only used with it; the caches are bounded
 //! ([`CacheCap`], fixed-size tables), so memory does not grow with the text; a cache that cannot grow
@@ -58,6 +67,7 @@ pub(crate) struct Scratch {
     pub(super) long: LongMerge,
     pub(super) merge_cache: MergeCache,
     pub(super) recent: RecentPieces,
+    pub(super) small: SmallPieces,
     pub(super) cache: BytesMap<(u32, u32)>,
     pub(super) cached_ids: Vec<u32>,
     /// The ids of a short text, for [`super::Encoder::encode_then`]: reused, so that a call of a few
@@ -79,6 +89,7 @@ impl Scratch {
             long: LongMerge::default(),
             merge_cache: MergeCache::for_text(text_len)?,
             recent: RecentPieces::for_text(text_len)?,
+            small: SmallPieces::for_text(text_len)?,
             cache: BytesMap::default(),
             cached_ids: Vec::new(),
             #[cfg(any(feature = "python", test))]
@@ -97,6 +108,11 @@ impl Scratch {
         if RecentPieces::entries_for(self.seen) > self.recent.entries() {
             if let Ok(recent) = RecentPieces::for_text(self.seen) {
                 self.recent = recent;
+            }
+        }
+        if SmallPieces::entries_for(self.seen) > self.small.entries() {
+            if let Ok(small) = SmallPieces::for_text(self.seen) {
+                self.small = small;
             }
         }
         if MergeCache::entries_for(self.seen) > self.merge_cache.entries() {
@@ -209,14 +225,14 @@ struct Entry {
     ids: [u32; MAX_IDS],
 }
 
-/// Short pieces seen recently, and their ids.
+/// Pieces of [`SMALL_PIECE`] + 1 to 16 bytes seen recently, and their ids.
 pub(super) struct RecentPieces {
     entries: Vec<Entry>,
     mask: usize,
 }
 
 impl RecentPieces {
-    /// Enough entries for a text of `text_len` bytes, at most 16384 (512 KB) and at least 64, so that
+    /// Enough entries for a text of `text_len` bytes, at most 8,192 (256 KB) and at least 64, so that
     /// a short text does not pay to clear a large table.
     pub(super) fn for_text(text_len: usize) -> Result<RecentPieces, AllocError> {
         let n = Self::entries_for(text_len);
@@ -228,7 +244,7 @@ impl RecentPieces {
 
     /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
     pub(super) fn entries_for(text_len: usize) -> usize {
-        (text_len / 8).next_power_of_two().clamp(64, 16384)
+        (text_len / 8).next_power_of_two().clamp(64, 8192)
     }
 
     /// The number of entries.
@@ -277,6 +293,116 @@ impl RecentPieces {
     }
 }
 
+/// The longest piece [`SmallPieces`] holds: its key is one word, the length in the top byte.
+pub(super) const SMALL_PIECE: usize = 7;
+
+/// At most this many entries in [`SmallPieces`] (256 KB).
+const SMALL_ENTRIES: usize = 16384;
+
+/// The second id of an entry of one id. No token has it: ids stay below the number of tokens plus
+/// `MAX_ID_GAP` (`Encoder::new` checks), far below `u32::MAX`.
+const NO_ID: u32 = u32::MAX;
+
+/// The key of the piece `text[start..start + len]` (`len` from 1 to [`SMALL_PIECE`]): its bytes in the
+/// low bytes of a word, its length in the top byte, so never 0. One load where 8 bytes of `text`
+/// follow `start` (all but the last few pieces of a text).
+#[inline(always)]
+pub(super) fn small_key(text: &[u8], start: usize, len: usize) -> u64 {
+    debug_assert!((1..=SMALL_PIECE).contains(&len));
+    let word = match text.get(start..start + 8) {
+        Some(word) => u64::from_le_bytes(word.try_into().unwrap()),
+        None => {
+            let mut word = [0u8; 8];
+            word[..len].copy_from_slice(&text[start..start + len]);
+            u64::from_le_bytes(word)
+        }
+    };
+    word & (u64::MAX >> (64 - 8 * len)) | (len as u64) << 56
+}
+
+/// 16 bytes: four to a cache line.
+#[derive(Clone, Copy)]
+struct SmallEntry {
+    /// The piece's [`small_key`]; 0 in an empty entry.
+    key: u64,
+    /// Its ids, the second [`NO_ID`] when there is one.
+    ids: [u32; 2],
+}
+
+/// Pieces of up to [`SMALL_PIECE`] bytes seen recently, and their ids when they are one or two.
+pub(super) struct SmallPieces {
+    entries: Vec<SmallEntry>,
+    /// 64 minus log2 of the number of entries: the slot is the top bits of a product.
+    shift: u32,
+}
+
+impl SmallPieces {
+    /// Enough entries for a text of `text_len` bytes, from 64 to [`SMALL_ENTRIES`].
+    pub(super) fn for_text(text_len: usize) -> Result<SmallPieces, AllocError> {
+        let n = Self::entries_for(text_len);
+        let empty = SmallEntry {
+            key: 0,
+            ids: [NO_ID; 2],
+        };
+        Ok(SmallPieces {
+            entries: try_vec(empty, n)?,
+            shift: 64 - n.trailing_zeros(),
+        })
+    }
+
+    /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
+    pub(super) fn entries_for(text_len: usize) -> usize {
+        (text_len / 8).next_power_of_two().clamp(64, SMALL_ENTRIES)
+    }
+
+    /// The number of entries.
+    pub(super) fn entries(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Fibonacci hashing: the top bits of the product depend on every byte of the key.
+    #[inline(always)]
+    fn slot(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    /// Appends the ids of the piece whose key is `key` to `out` and returns true, if it is here; as
+    /// [`RecentPieces::push_to`], both ids are written where `out` has room, and the length counts
+    /// the piece's.
+    #[inline(always)]
+    pub(super) fn push_to(&self, key: u64, out: &mut Vec<u32>) -> bool {
+        let e = &self.entries[self.slot(key)];
+        if e.key != key {
+            return false;
+        }
+        let n = 1 + (e.ids[1] != NO_ID) as usize;
+        if out.capacity() - out.len() >= 2 {
+            // SAFETY: there is room for 2 more ids past the length, and the n <= 2 ids kept are
+            // initialized by the write.
+            unsafe {
+                let end = out.as_mut_ptr().add(out.len());
+                std::ptr::write_unaligned(end.cast::<[u32; 2]>(), e.ids);
+                out.set_len(out.len() + n);
+            }
+        } else {
+            out.extend_from_slice(&e.ids[..n]);
+        }
+        true
+    }
+
+    /// Records that the piece whose key is `key` encodes to `ids`, if they are one or two.
+    #[inline(always)]
+    pub(super) fn insert(&mut self, key: u64, ids: &[u32]) {
+        let ids = match *ids {
+            [a] => [a, NO_ID],
+            [a, b] => [a, b],
+            _ => return,
+        };
+        let slot = self.slot(key);
+        self.entries[slot] = SmallEntry { key, ids };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,6 +411,7 @@ mod tests {
     fn tables_grow_with_all_the_text_seen() {
         let mut scratch = Scratch::for_text(100, CacheCap::CALL).unwrap();
         assert_eq!(scratch.recent.entries(), RecentPieces::entries_for(100));
+        assert_eq!(scratch.small.entries(), SmallPieces::entries_for(100));
         // Many short texts add up: after 1 MB in 1 KB calls the tables are full size.
         for _ in 0..1024 {
             scratch.fit(1024);
@@ -297,6 +424,7 @@ mod tests {
             scratch.merge_cache.entries(),
             MergeCache::entries_for(usize::MAX)
         );
+        assert_eq!(scratch.small.entries(), SMALL_ENTRIES);
     }
 
     #[test]
@@ -349,6 +477,58 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn small_keys_read_in_place_equal_keys_of_padded_copies_and_differ_by_length() {
+        let text: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(97)).collect();
+        for start in 0..text.len() {
+            for len in 1..=SMALL_PIECE.min(text.len() - start) {
+                let mut padded = [0u8; 8];
+                padded[..len].copy_from_slice(&text[start..start + len]);
+                let expected = u64::from_le_bytes(padded) | (len as u64) << 56;
+                assert_eq!(small_key(&text, start, len), expected, "{start} {len}");
+            }
+        }
+        // A piece and the same piece with a zero byte after it are different pieces.
+        assert_ne!(small_key(b"a\0", 0, 1), small_key(b"a\0", 0, 2));
+        assert_ne!(small_key(b"\0", 0, 1), 0);
+    }
+
+    #[test]
+    fn small_pieces_keep_one_or_two_ids_until_evicted() {
+        let mut small = SmallPieces::for_text(0).unwrap();
+        let get = |small: &SmallPieces, key: u64, room: usize| {
+            let mut out = vec![7];
+            out.reserve_exact(room);
+            let found = small.push_to(key, &mut out);
+            assert_eq!(out[0], 7, "the ids already there are kept");
+            found.then(|| out[1..].to_vec())
+        };
+        let (a, b) = (small_key(b" a", 0, 2), small_key(b"\xe4\xb8\xad", 0, 3));
+        assert_eq!(get(&small, a, 2), None);
+        for ids in [&[5][..], &[5, 6]] {
+            small.insert(a, ids);
+            for room in [ids.len(), 2, 100] {
+                assert_eq!(get(&small, a, room).as_deref(), Some(ids), "room {room}");
+            }
+        }
+        small.insert(b, &[1, 2, 3]);
+        assert_eq!(get(&small, b, 10), None, "three ids are not kept");
+        small.insert(b, &[4]);
+        assert_eq!(get(&small, b, 10), Some(vec![4]));
+        if small.slot(a) != small.slot(b) {
+            assert_eq!(get(&small, a, 10), Some(vec![5, 6]));
+        }
+        // An empty entry matches no key: keys are never 0.
+        assert_eq!(
+            get(
+                &SmallPieces::for_text(0).unwrap(),
+                small_key(b"\0", 0, 1),
+                2
+            ),
+            None
+        );
     }
 
     #[test]

@@ -12,8 +12,8 @@
 //!
 //! Before step 2, a piece is cut between every two bytes that are adjacent in no token, and the
 //! segments are encoded on their own (`Encoder::merge_segments`): no merge can join across such a cut.
-//! Pieces of one or two bytes take 64K-entry byte tables, and the pieces seen recently or merged
-//! before come from the per-thread caches ([`cache`]).
+//! Pieces seen recently or merged before come from the per-thread caches ([`cache`]), and pieces of
+//! one or two bytes seen for the first time from 64K-entry byte tables.
 //!
 //! The rest of the folder: [`file`] encodes whole files into `.npy` arrays ([`npy`]) on all cores.
 //!
@@ -37,7 +37,7 @@ use crate::huge_pages;
 use crate::pretokenize::pretokenize;
 use crate::special::{Segment, SpecialTokens};
 use crate::threads::{run_on_threads, thread_count};
-use cache::{CacheCap, Scratch, ScratchPool};
+use cache::{small_key, CacheCap, Scratch, ScratchPool, SMALL_PIECE};
 use merge::LONG_PIECE;
 use table::{MergeTable, NO_MERGE};
 
@@ -470,15 +470,43 @@ impl Encoder {
             }
             return Ok(());
         }
-        // One and two bytes are half the pieces of code and a third of prose's: the byte tables answer
-        // them without a key or a cache.
-        if self.encode_bytes(piece, out) {
+        // Pieces of up to 7 bytes, most of any text's, take one path whatever their length: whether a
+        // piece is one, two or more bytes is a branch the predictor gets wrong a third of the time.
+        if len <= SMALL_PIECE {
+            let key = small_key(text, start, len);
+            if scratch.small.push_to(key, out) {
+                return Ok(());
+            }
+            let before = out.len();
+            // The byte tables answer one and two bytes without a key of the large maps.
+            if !self.encode_bytes(piece, out) {
+                self.encode_unseen(piece, &InlineKey::at(text, start, len), out, scratch)?;
+            }
+            scratch.small.insert(key, &out[before..]);
             return Ok(());
         }
         let key = InlineKey::at(text, start, len);
         if scratch.recent.push_to(&key, out) {
             return Ok(());
         }
+        let before = out.len();
+        self.encode_unseen(piece, &key, out, scratch)?;
+        scratch.recent.insert(&key, &out[before..]);
+        Ok(())
+    }
+
+    /// Appends the ids of a piece of 3 to [`INLINE`] bytes, whose key is `key`, that is not among
+    /// the recent pieces: from the cache of merged pieces, as a whole token, or merged (and then
+    /// cached).
+    #[inline(always)]
+    fn encode_unseen(
+        &self,
+        piece: &[u8],
+        key: &InlineKey,
+        out: &mut Vec<u32>,
+        scratch: &mut Scratch,
+    ) -> std::result::Result<(), AllocError> {
+        let key = *key;
         let before = out.len();
         // Most pieces that miss the recent ones are not tokens (two in three of English prose's, nine
         // in ten of German and French text's), so the merged pieces are asked before the vocabulary;
@@ -493,7 +521,6 @@ impl Encoder {
                 }
             },
         }
-        scratch.recent.insert(&key, &out[before..]);
         Ok(())
     }
 
