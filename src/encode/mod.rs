@@ -506,11 +506,11 @@ impl Encoder {
         out: &mut Vec<u32>,
         scratch: &mut Scratch,
     ) -> std::result::Result<(), AllocError> {
+        // Copied: used by reference, the key made encoding run 2% more instructions (cachegrind).
         let key = *key;
         let before = out.len();
-        // Most pieces that miss the recent ones are not tokens (two in three of English prose's, nine
-        // in ten of German and French text's), so the merged pieces are asked before the vocabulary;
-        // no piece is in both.
+        // Most pieces that miss the recent ones are words of several tokens, not tokens, so the merged
+        // pieces are asked before the vocabulary; no piece is in both.
         match scratch.cache.get_inline(&key) {
             Some(ids) => scratch.push_cached(ids, out),
             None => match self.table.get_inline(&key) {
