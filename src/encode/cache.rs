@@ -252,27 +252,15 @@ impl RecentPieces {
         self.entries.len()
     }
 
-    /// Appends the ids of the piece `key` stands for to `out` and returns true, if it is here. Writes
-    /// a whole entry's ids and then keeps only the piece's, which costs no branch on their number
-    /// (rarely predicted right: it changes from piece to piece), where `out` has room for them.
+    /// Appends the ids of the piece `key` stands for to `out` and returns true, if it is here (without
+    /// a branch on their number: [`push_first`]).
     #[inline(always)]
     pub(super) fn push_to(&self, key: &InlineKey, out: &mut Vec<u32>) -> bool {
         let e = &self.entries[key.hash as usize & self.mask];
         if !(e.lo == key.lo && e.hi == key.hi && e.meta & 0xFF == key.len) {
             return false;
         }
-        let n = (e.meta >> 8) as usize;
-        if out.capacity() - out.len() >= MAX_IDS {
-            // SAFETY: there is room for MAX_IDS more ids past the length, and the n <= MAX_IDS ids
-            // kept are initialized by the write.
-            unsafe {
-                let end = out.as_mut_ptr().add(out.len());
-                std::ptr::write_unaligned(end.cast::<[u32; MAX_IDS]>(), e.ids);
-                out.set_len(out.len() + n);
-            }
-        } else {
-            out.extend_from_slice(&e.ids[..n]);
-        }
+        push_first(out, &e.ids, (e.meta >> 8) as usize);
         true
     }
 
@@ -290,6 +278,26 @@ impl RecentPieces {
         for (slot, &id) in e.ids.iter_mut().zip(ids) {
             *slot = id;
         }
+    }
+}
+
+/// Appends the first `n` (at most `N`) of `ids` to `out`. Where `out` has room for all `N`, it writes
+/// them all and then sets the length, which costs no branch on `n`: the tables of recent pieces answer
+/// most pieces so, and their number of ids changes from piece to piece, which the branch predictor
+/// rarely guesses.
+#[inline(always)]
+fn push_first<const N: usize>(out: &mut Vec<u32>, ids: &[u32; N], n: usize) {
+    debug_assert!(n <= N);
+    if out.capacity() - out.len() >= N {
+        // SAFETY: there is room for N more ids past the length, and the n <= N ids kept are
+        // initialized by the write.
+        unsafe {
+            let end = out.as_mut_ptr().add(out.len());
+            std::ptr::write_unaligned(end.cast::<[u32; N]>(), *ids);
+            out.set_len(out.len() + n);
+        }
+    } else {
+        out.extend_from_slice(&ids[..n]);
     }
 }
 
@@ -366,27 +374,15 @@ impl SmallPieces {
         (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
     }
 
-    /// Appends the ids of the piece whose key is `key` to `out` and returns true, if it is here; as
-    /// [`RecentPieces::push_to`], both ids are written where `out` has room, and the length counts
-    /// the piece's.
+    /// Appends the ids of the piece whose key is `key` to `out` and returns true, if it is here (without
+    /// a branch on their number: [`push_first`]).
     #[inline(always)]
     pub(super) fn push_to(&self, key: u64, out: &mut Vec<u32>) -> bool {
         let e = &self.entries[self.slot(key)];
         if e.key != key {
             return false;
         }
-        let n = 1 + (e.ids[1] != NO_ID) as usize;
-        if out.capacity() - out.len() >= 2 {
-            // SAFETY: there is room for 2 more ids past the length, and the n <= 2 ids kept are
-            // initialized by the write.
-            unsafe {
-                let end = out.as_mut_ptr().add(out.len());
-                std::ptr::write_unaligned(end.cast::<[u32; 2]>(), e.ids);
-                out.set_len(out.len() + n);
-            }
-        } else {
-            out.extend_from_slice(&e.ids[..n]);
-        }
+        push_first(out, &e.ids, 1 + (e.ids[1] != NO_ID) as usize);
         true
     }
 
