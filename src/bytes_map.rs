@@ -120,13 +120,21 @@ impl InlineKey {
     #[inline(always)]
     pub fn at(text: &[u8], start: usize, len: usize) -> InlineKey {
         debug_assert!((1..=INLINE).contains(&len));
-        match text.get(start..start + INLINE) {
-            Some(window) => InlineKey::from_words(
-                u64::from_le_bytes(window[..8].try_into().unwrap()) & MASK[len.min(8)],
-                u64::from_le_bytes(window[8..].try_into().unwrap()) & MASK[len.saturating_sub(8)],
+        if start + INLINE <= text.len() {
+            // SAFETY: the 16 bytes from `start` are in `text`. (`text.get(start..start + 16)` also
+            // checks the sum for overflow, which no slice's offset can reach: more instructions for
+            // each of the encoder's pieces.)
+            let [lo, hi] = unsafe {
+                let at = text.as_ptr().add(start).cast::<u64>();
+                [at.read_unaligned(), at.add(1).read_unaligned()]
+            };
+            InlineKey::from_words(
+                u64::from_le(lo) & MASK[len.min(8)],
+                u64::from_le(hi) & MASK[len.saturating_sub(8)],
                 len,
-            ),
-            None => InlineKey::new(&text[start..start + len]),
+            )
+        } else {
+            InlineKey::new(&text[start..start + len])
         }
     }
 
