@@ -117,13 +117,16 @@ impl InlineKey {
     /// `InlineKey::new(&text[start..start + len])`. Where 16 bytes of `text` follow `start` it is two
     /// loads and two masks, with no branch on the length: the encoder computes one for nearly every
     /// pre-token, and pre-token lengths are too irregular for a branch on them to be predicted.
+    ///
+    /// # Safety
+    ///
+    /// `start + len` must be at most `text.len()`, so that `start + 16` cannot overflow: the check
+    /// `text.get(start..start + 16)` makes of it costs instructions on each of the encoder's pieces.
     #[inline(always)]
-    pub fn at(text: &[u8], start: usize, len: usize) -> InlineKey {
-        debug_assert!((1..=INLINE).contains(&len));
+    pub unsafe fn at(text: &[u8], start: usize, len: usize) -> InlineKey {
+        debug_assert!((1..=INLINE).contains(&len) && start + len <= text.len());
         if start + INLINE <= text.len() {
-            // SAFETY: the 16 bytes from `start` are in `text`. (`text.get(start..start + 16)` also
-            // checks the sum for overflow, which no slice's offset can reach: more instructions for
-            // each of the encoder's pieces.)
+            // SAFETY: the 16 bytes from `start` are in `text`.
             let [lo, hi] = unsafe {
                 let at = text.as_ptr().add(start).cast::<u64>();
                 [at.read_unaligned(), at.add(1).read_unaligned()]
@@ -330,7 +333,9 @@ mod tests {
         for start in 0..text.len() {
             for len in 1..=INLINE.min(text.len() - start) {
                 let slice = &text[start..start + len];
-                let (a, b) = (InlineKey::at(&text, start, len), InlineKey::new(slice));
+                // SAFETY: the piece is in `text`.
+                let a = unsafe { InlineKey::at(&text, start, len) };
+                let b = InlineKey::new(slice);
                 assert_eq!(
                     (a.lo, a.hi, a.len, a.hash),
                     (b.lo, b.hi, b.len, b.hash),

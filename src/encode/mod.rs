@@ -482,19 +482,23 @@ impl Encoder {
         // Pieces of up to 7 bytes, most of any text's, take one path whatever their length: whether a
         // piece is one, two or more bytes is a branch the predictor gets wrong a third of the time.
         if len <= SMALL_PIECE {
-            let key = small_key(text, start, len);
+            // SAFETY: the caller's promise, as for `piece`.
+            let key = unsafe { small_key(text, start, len) };
             if scratch.small.push_to(key, out) {
                 return Ok(());
             }
             let before = out.len();
             // The byte tables answer one and two bytes without a key of the large maps.
             if !self.encode_bytes(piece, out) {
-                self.encode_unseen(piece, &InlineKey::at(text, start, len), out, scratch)?;
+                // SAFETY: as for `key`.
+                let inline = unsafe { InlineKey::at(text, start, len) };
+                self.encode_unseen(piece, &inline, out, scratch)?;
             }
             scratch.small.insert(key, &out[before..]);
             return Ok(());
         }
-        let key = InlineKey::at(text, start, len);
+        // SAFETY: the caller's promise, as for `piece`.
+        let key = unsafe { InlineKey::at(text, start, len) };
         if scratch.recent.push_to(&key, out) {
             return Ok(());
         }
