@@ -113,6 +113,14 @@ impl InlineKey {
         InlineKey::from_words(lo, hi, n)
     }
 
+    /// The key of the `len` bytes (1 to 8) held in the low bytes of `word`, whose other bytes are 0:
+    /// equal to `InlineKey::new` of those bytes, without reading them again.
+    #[inline(always)]
+    pub fn of_word(word: u64, len: usize) -> InlineKey {
+        debug_assert!((1..=8).contains(&len) && word & !MASK[len] == 0);
+        InlineKey::from_words(word, 0, len)
+    }
+
     /// The key of `text[start..start + len]` (`len` from 1 to [`INLINE`]), equal to
     /// `InlineKey::new(&text[start..start + len])`. Where 16 bytes of `text` follow `start` it is two
     /// loads and two masks, with no branch on the length: the encoder computes one for nearly every

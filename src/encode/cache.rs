@@ -105,21 +105,9 @@ impl Scratch {
     /// size: they are caches, and only speed depends on their size.
     fn fit(&mut self, text_len: usize) {
         self.seen = self.seen.saturating_add(text_len);
-        if RecentPieces::entries_for(self.seen) > self.recent.entries() {
-            if let Ok(recent) = RecentPieces::for_text(self.seen) {
-                self.recent = recent;
-            }
-        }
-        if SmallPieces::entries_for(self.seen) > self.small.entries() {
-            if let Ok(small) = SmallPieces::for_text(self.seen) {
-                self.small = small;
-            }
-        }
-        if MergeCache::entries_for(self.seen) > self.merge_cache.entries() {
-            if let Ok(merge_cache) = MergeCache::for_text(self.seen) {
-                self.merge_cache = merge_cache;
-            }
-        }
+        self.recent.grow_for(self.seen);
+        self.small.grow_for(self.seen);
+        self.merge_cache.grow_for(self.seen);
     }
 
     /// Runs `f` with the long merge loop giving up once `cancel` (if any) is set, and clears the flag
@@ -225,16 +213,38 @@ struct Entry {
     ids: [u32; MAX_IDS],
 }
 
+/// A direct-mapped table sized by all the text a scratch has encoded ([`Scratch::fit`]): a short text
+/// does not pay to clear a large table.
+pub(super) trait SizedByText: Sized {
+    /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
+    fn entries_for(text_len: usize) -> usize;
+
+    /// A table for a text of `text_len` bytes, or the error of its allocation.
+    fn for_text(text_len: usize) -> Result<Self, AllocError>;
+
+    /// The number of entries.
+    fn entries(&self) -> usize;
+
+    /// Replaces the table with a larger, empty one when `seen` bytes of text call for more entries;
+    /// keeps it when the larger one cannot be allocated.
+    fn grow_for(&mut self, seen: usize) {
+        if Self::entries_for(seen) > self.entries() {
+            if let Ok(larger) = Self::for_text(seen) {
+                *self = larger;
+            }
+        }
+    }
+}
+
 /// Pieces of [`SMALL_PIECE`] + 1 to 16 bytes seen recently, and their ids.
 pub(super) struct RecentPieces {
     entries: Vec<Entry>,
     mask: usize,
 }
 
-impl RecentPieces {
-    /// Enough entries for a text of `text_len` bytes, at most 8,192 (256 KB) and at least 64, so that
-    /// a short text does not pay to clear a large table.
-    pub(super) fn for_text(text_len: usize) -> Result<RecentPieces, AllocError> {
+impl SizedByText for RecentPieces {
+    /// Enough entries for a text of `text_len` bytes, at most 8,192 (256 KB) and at least 64.
+    fn for_text(text_len: usize) -> Result<RecentPieces, AllocError> {
         let n = Self::entries_for(text_len);
         Ok(RecentPieces {
             entries: try_vec(Entry::default(), n)?,
@@ -242,16 +252,16 @@ impl RecentPieces {
         })
     }
 
-    /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
-    pub(super) fn entries_for(text_len: usize) -> usize {
+    fn entries_for(text_len: usize) -> usize {
         (text_len / 8).next_power_of_two().clamp(64, 8192)
     }
 
-    /// The number of entries.
-    pub(super) fn entries(&self) -> usize {
+    fn entries(&self) -> usize {
         self.entries.len()
     }
+}
 
+impl RecentPieces {
     /// Appends the ids of the piece `key` stands for to `out` and returns true, if it is here (without
     /// a branch on their number: [`push_first`]).
     #[inline(always)]
@@ -334,6 +344,12 @@ pub(super) unsafe fn small_key(text: &[u8], start: usize, len: usize) -> u64 {
     word & (u64::MAX >> (64 - 8 * len)) | (len as u64) << 56
 }
 
+/// The [`InlineKey`] of the piece whose [`small_key`] is `key`: its bytes, the length taken off.
+#[inline(always)]
+pub(super) fn inline_key_of(key: u64) -> InlineKey {
+    InlineKey::of_word(key & (u64::MAX >> 8), (key >> 56) as usize)
+}
+
 /// 16 bytes: four to a cache line.
 #[derive(Clone, Copy)]
 struct SmallEntry {
@@ -350,9 +366,9 @@ pub(super) struct SmallPieces {
     shift: u32,
 }
 
-impl SmallPieces {
+impl SizedByText for SmallPieces {
     /// Enough entries for a text of `text_len` bytes, from 64 to [`SMALL_ENTRIES`].
-    pub(super) fn for_text(text_len: usize) -> Result<SmallPieces, AllocError> {
+    fn for_text(text_len: usize) -> Result<SmallPieces, AllocError> {
         let n = Self::entries_for(text_len);
         let empty = SmallEntry {
             key: 0,
@@ -364,16 +380,16 @@ impl SmallPieces {
         })
     }
 
-    /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
-    pub(super) fn entries_for(text_len: usize) -> usize {
+    fn entries_for(text_len: usize) -> usize {
         (text_len / 8).next_power_of_two().clamp(64, SMALL_ENTRIES)
     }
 
-    /// The number of entries.
-    pub(super) fn entries(&self) -> usize {
+    fn entries(&self) -> usize {
         self.entries.len()
     }
+}
 
+impl SmallPieces {
     /// Fibonacci hashing: the top bits of the product depend on every byte of the key.
     #[inline(always)]
     fn slot(&self, key: u64) -> usize {
@@ -499,6 +515,16 @@ mod tests {
                 padded[..len].copy_from_slice(&text[start..start + len]);
                 let expected = u64::from_le_bytes(padded) | (len as u64) << 56;
                 assert_eq!(key_at(&text, start, len), expected, "{start} {len}");
+            }
+        }
+        // The key of the large maps made from it is the key of the piece's bytes.
+        for start in 0..text.len() {
+            for len in 1..=SMALL_PIECE.min(text.len() - start) {
+                let (a, b) = (
+                    inline_key_of(key_at(&text, start, len)),
+                    InlineKey::new(&text[start..start + len]),
+                );
+                assert_eq!((a.lo, a.hi, a.len, a.hash), (b.lo, b.hi, b.len, b.hash));
             }
         }
         // A piece and the same piece with a zero byte after it are different pieces.

@@ -37,7 +37,7 @@ use crate::huge_pages;
 use crate::pretokenize::pretokenize;
 use crate::special::{Segment, SpecialTokens};
 use crate::threads::{run_on_threads, thread_count};
-use cache::{small_key, CacheCap, Scratch, ScratchPool, SMALL_PIECE};
+use cache::{inline_key_of, small_key, CacheCap, Scratch, ScratchPool, SMALL_PIECE};
 use merge::LONG_PIECE;
 use table::{MergeTable, NO_MERGE};
 
@@ -490,9 +490,7 @@ impl Encoder {
             let before = out.len();
             // The byte tables answer one and two bytes without a key of the large maps.
             if !self.encode_bytes(piece, out) {
-                // SAFETY: as for `key`.
-                let inline = unsafe { InlineKey::at(text, start, len) };
-                self.encode_unseen(piece, &inline, out, scratch)?;
+                self.encode_unseen(piece, &inline_key_of(key), out, scratch)?;
             }
             scratch.small.insert(key, &out[before..]);
             return Ok(());

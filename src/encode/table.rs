@@ -10,6 +10,7 @@
 //! Invariants: ranks are below [`MergeTable::rank_limit`], and [`NO_MERGE`]'s rank is above them all;
 //! the byte tables ([`MergeTable::byte_pair`]) agree with [`MergeTable::rank`] on the ids of the bytes.
 
+use super::cache::SizedByText;
 use crate::bytes_map::FastMap;
 use crate::error::{try_reserve, try_vec, AllocError, Error, Result};
 use crate::special::SpecialTokens;
@@ -123,10 +124,10 @@ pub(super) struct MergeCache {
     shift: u32,
 }
 
-impl MergeCache {
-    /// Enough entries for a text of `text_len` bytes, from 64 to 4096 (64 KB), so that a short text
-    /// does not pay to fill a large table: one entry per 16 bytes of text.
-    pub(super) fn for_text(text_len: usize) -> std::result::Result<MergeCache, AllocError> {
+impl SizedByText for MergeCache {
+    /// Enough entries for a text of `text_len` bytes, from 64 to 4096 (64 KB): one entry per 16 bytes
+    /// of text.
+    fn for_text(text_len: usize) -> std::result::Result<MergeCache, AllocError> {
         let n = Self::entries_for(text_len);
         Ok(MergeCache {
             entries: try_vec((u64::MAX, NO_MERGE.0, NO_MERGE.1), n)?,
@@ -134,16 +135,16 @@ impl MergeCache {
         })
     }
 
-    /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
-    pub(super) fn entries_for(text_len: usize) -> usize {
+    fn entries_for(text_len: usize) -> usize {
         (text_len / 16).next_power_of_two().clamp(64, 4096)
     }
 
-    /// The number of entries.
-    pub(super) fn entries(&self) -> usize {
+    fn entries(&self) -> usize {
         self.entries.len()
     }
+}
 
+impl MergeCache {
     /// The (rank, merged id) of `left` then `right`, or [`NO_MERGE`].
     #[inline]
     pub(super) fn get(&mut self, table: &MergeTable, left: u32, right: u32) -> (u32, u32) {
