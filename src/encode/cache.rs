@@ -31,7 +31,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use super::merge::{LongMerge, ShortMerge};
-use super::table::MergeCache;
+use super::table::{MergeCache, SizedByText};
 use crate::bytes_map::{BytesMap, InlineKey};
 use crate::error::{try_push, try_vec, AllocError};
 
@@ -211,29 +211,6 @@ struct Entry {
     /// The key's length (0 marks an empty entry) in the low byte, the number of ids above it.
     meta: u32,
     ids: [u32; MAX_IDS],
-}
-
-/// A direct-mapped table sized by all the text a scratch has encoded ([`Scratch::fit`]): a short text
-/// does not pay to clear a large table.
-pub(super) trait SizedByText: Sized {
-    /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
-    fn entries_for(text_len: usize) -> usize;
-
-    /// A table for a text of `text_len` bytes, or the error of its allocation.
-    fn for_text(text_len: usize) -> Result<Self, AllocError>;
-
-    /// The number of entries.
-    fn entries(&self) -> usize;
-
-    /// Replaces the table with a larger, empty one when `seen` bytes of text call for more entries;
-    /// keeps it when the larger one cannot be allocated.
-    fn grow_for(&mut self, seen: usize) {
-        if Self::entries_for(seen) > self.entries() {
-            if let Ok(larger) = Self::for_text(seen) {
-                *self = larger;
-            }
-        }
-    }
 }
 
 /// Pieces of [`SMALL_PIECE`] + 1 to 16 bytes seen recently, and their ids.

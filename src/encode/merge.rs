@@ -371,7 +371,7 @@ fn grow_heap(ranks: &mut BinaryHeap<Reverse<u32>>) -> Result<(), AllocError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::encode::cache::SizedByText;
+    use crate::encode::table::SizedByText;
     use crate::encode::tests::{encoder, trained_encoder, xorshift};
 
     /// The ids of `piece` by the short loop and by the long loop, each with a cache of its own.

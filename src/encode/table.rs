@@ -10,7 +10,6 @@
 //! Invariants: ranks are below [`MergeTable::rank_limit`], and [`NO_MERGE`]'s rank is above them all;
 //! the byte tables ([`MergeTable::byte_pair`]) agree with [`MergeTable::rank`] on the ids of the bytes.
 
-use super::cache::SizedByText;
 use crate::bytes_map::FastMap;
 use crate::error::{try_reserve, try_vec, AllocError, Error, Result};
 use crate::special::SpecialTokens;
@@ -110,6 +109,29 @@ impl MergeTable {
     #[inline]
     pub(super) fn rank(&self, left: u32, right: u32) -> Option<(u32, u32)> {
         self.ranks.get(&pair_key(left, right)).copied()
+    }
+}
+
+/// A direct-mapped table sized by all the text a scratch has encoded (`Scratch::fit`, in the caches'
+/// module): a short text does not pay to clear a large table.
+pub(super) trait SizedByText: Sized {
+    /// The number of entries [`Self::for_text`] gives a text of `text_len` bytes.
+    fn entries_for(text_len: usize) -> usize;
+
+    /// A table for a text of `text_len` bytes, or the error of its allocation.
+    fn for_text(text_len: usize) -> std::result::Result<Self, AllocError>;
+
+    /// The number of entries.
+    fn entries(&self) -> usize;
+
+    /// Replaces the table with a larger, empty one when `seen` bytes of text call for more entries;
+    /// keeps it when the larger one cannot be allocated.
+    fn grow_for(&mut self, seen: usize) {
+        if Self::entries_for(seen) > self.entries() {
+            if let Ok(larger) = Self::for_text(seen) {
+                *self = larger;
+            }
+        }
     }
 }
 
