@@ -7,6 +7,9 @@
 //! as Python's `json` does. The other fields are checked and skipped without being built: the text is
 //! borrowed from the line when it has no escapes, and copied once into a reused buffer when it has.
 //!
+//! A line is read in one pass by [`super::json_text`] when it is as datasets write them (the text
+//! unescaped as it is scanned), and by serde_json otherwise.
+//!
 //! Lines are read into one buffer that grows (fallibly) to the longest line; a bad line is reported
 //! with its number and what is wrong, for the caller to fail or skip.
 
@@ -17,6 +20,8 @@ use std::io::{self, ErrorKind, Read};
 use serde::de::{
     DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor,
 };
+
+use super::json_text::{text_field, Text};
 
 /// The read buffer's first size; it doubles for a longer line.
 const BUFFER: usize = 1 << 20;
@@ -101,17 +106,11 @@ impl<R: Read> JsonLines<R> {
                 return Ok(Record::Bad(why));
             }
         };
-        self.out_of_memory.set(false);
-        let seed = RecordSeed {
-            field: &self.field,
-            scratch: &mut self.scratch,
-            out_of_memory: &self.out_of_memory,
+        // Nearly every line of a dataset is read by the one-pass reader, the rest by serde_json.
+        let text = match text_field(line, &self.field, &mut self.scratch) {
+            Some(text) => Ok(Some(text)),
+            None => parse_line(line, &self.field, &mut self.scratch, &self.out_of_memory),
         };
-        let mut json = serde_json::Deserializer::from_str(line);
-        let text = seed.deserialize(&mut json).and_then(|text| {
-            json.end()?;
-            Ok(text)
-        });
         match text {
             Ok(Some(Text::Borrowed(text))) => Ok(Record::Text(text)),
             Ok(Some(Text::Scratch)) => Ok(Record::Text(&self.scratch)),
@@ -179,6 +178,28 @@ impl<R: Read> JsonLines<R> {
     }
 }
 
+/// The text of the field `field` of the JSON object `line` by serde_json: None when the object
+/// lacks the field, an error when the line is not such an object. A text with escapes is unescaped
+/// into `scratch`; when `scratch` cannot grow, `out_of_memory` is set and the error says nothing.
+pub(super) fn parse_line<'a>(
+    line: &'a str,
+    field: &str,
+    scratch: &mut String,
+    out_of_memory: &Cell<bool>,
+) -> serde_json::Result<Option<Text<'a>>> {
+    out_of_memory.set(false);
+    let seed = RecordSeed {
+        field,
+        scratch,
+        out_of_memory,
+    };
+    let mut json = serde_json::Deserializer::from_str(line);
+    seed.deserialize(&mut json).and_then(|text| {
+        json.end()?;
+        Ok(text)
+    })
+}
+
 /// What is wrong with a line, from serde_json's error: its message without serde's position (the
 /// line is one line of the file, and serde would call it line 1), and the column where JSON syntax
 /// broke.
@@ -190,14 +211,6 @@ fn describe(e: &serde_json::Error) -> String {
         serde_json::error::Category::Data => message.to_string(),
         _ => format!("invalid JSON: {message} at column {}", e.column()),
     }
-}
-
-/// Where a record's text is.
-enum Text<'de> {
-    /// In the line (a string without escapes).
-    Borrowed(&'de str),
-    /// In `scratch`.
-    Scratch,
 }
 
 /// What a JSON value is, for messages: "a number", "a list", ...

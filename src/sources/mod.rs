@@ -6,7 +6,8 @@
 //! by a special token.
 //!
 //! - [`decompress`]: a file through its decompressor, a corrupt or truncated stream an error naming it.
-//! - [`jsonl`]: the text field of each line of a JSON lines file.
+//! - [`jsonl`]: the text field of each line of a JSON lines file; [`json_text`] reads it in one pass
+//!   where the line is as datasets write them.
 //! - [`count`]: [`CorpusCounts`], and counting files ([`count_sources`]) and in-memory texts
 //!   ([`count_texts`]) into them on all cores, strictly or skipping bad records ([`Errors`]).
 //! - [`counts_file`]: the file [`CorpusCounts`] are saved in, and the form they move between processes in.
@@ -23,6 +24,7 @@ mod count;
 mod counts_file;
 mod decompress;
 mod documents;
+mod json_text;
 mod jsonl;
 mod kind;
 mod pages;
