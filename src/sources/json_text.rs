@@ -22,8 +22,9 @@ pub(super) enum Text<'a> {
     Scratch,
 }
 
-/// Objects and lists nested deeper than this are left to the full parser (which has a limit of its
-/// own, 128, and the message for it).
+/// Objects and lists nested deeper than this are left to the full parser, so that a hostile line
+/// cannot make this pass recurse deeply (serde_json skips the values of other fields without
+/// recursing, at any depth).
 const MAX_DEPTH: usize = 64;
 
 /// The value of the string field `field` of the JSON object `line` (the last one, when the field
@@ -102,40 +103,39 @@ fn is_special(c: u8) -> bool {
     c == b'"' || c == b'\\' || c < 0x20
 }
 
-/// The first index from `i` whose byte [`is_special`], or `b.len()`: 16 bytes at a time on x86_64
-/// (SSE2 is part of it), 8 elsewhere.
+/// The first index from `i` whose byte [`is_special`], or `b.len()`: 16 bytes at a time with SSE2
+/// (part of x86_64's baseline), else [`next_special_portable`].
 #[inline(always)]
-fn next_special(b: &[u8], mut i: usize) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    while i + 16 <= b.len() {
-        // SAFETY: `i + 16 <= b.len()`.
-        let mask = unsafe { specials_in_block(b.as_ptr().add(i)) };
-        if mask != 0 {
-            return i + mask.trailing_zeros() as usize;
-        }
-        i += 16;
-    }
-    #[cfg(not(target_arch = "x86_64"))]
+fn next_special(b: &[u8], i: usize) -> usize {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
-        i = next_special_by_words(b, i);
+        let mut i = i;
+        while i + 16 <= b.len() {
+            // SAFETY: `i + 16 <= b.len()`.
+            let mask = unsafe { specials_in_block(b.as_ptr().add(i)) };
+            if mask != 0 {
+                return i + mask.trailing_zeros() as usize;
+            }
+            i += 16;
+        }
+        next_special_portable(b, i)
     }
-    while i < b.len() && !is_special(b[i]) {
-        i += 1;
-    }
-    i
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    next_special_portable(b, i)
 }
 
-/// The first index from `i` whose byte [`is_special`], or the first from which fewer than 8 bytes
-/// are left.
-#[cfg(any(not(target_arch = "x86_64"), test))]
+/// [`next_special`] a word of 8 bytes at a time, then a byte at a time.
 #[inline(always)]
-fn next_special_by_words(b: &[u8], mut i: usize) -> usize {
+fn next_special_portable(b: &[u8], mut i: usize) -> usize {
     while let Some(word) = b.get(i..i + 8) {
         let mask = specials_in_word(u64::from_le_bytes(word.try_into().expect("8 bytes")));
         if mask != 0 {
             return i + mask.trailing_zeros() as usize / 8;
         }
         i += 8;
+    }
+    while i < b.len() && !is_special(b[i]) {
+        i += 1;
     }
     i
 }
@@ -145,7 +145,7 @@ fn next_special_by_words(b: &[u8], mut i: usize) -> usize {
 /// # Safety
 ///
 /// `p` must be valid for reading 16 bytes.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
 unsafe fn specials_in_block(p: *const u8) -> u32 {
     use std::arch::x86_64::*;
@@ -161,7 +161,6 @@ unsafe fn specials_in_block(p: *const u8) -> u32 {
 
 /// The high bit of byte `k` of the result set when byte `k` of `word` (little-endian) [`is_special`],
 /// exactly for the lowest such byte (above it a borrow may set more): what [`next_special`] needs.
-#[cfg(any(not(target_arch = "x86_64"), test))]
 #[inline(always)]
 fn specials_in_word(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
@@ -182,7 +181,7 @@ fn read_string<'a>(line: &'a str, start: usize, scratch: &mut String) -> Option<
         _ => return None,
     }
     // The text is at most as long as the rest of the line (an escape is never shorter than what it
-    // stands for), and the blocks below write up to 16 bytes past it.
+    // stands for), and the blocks of `copy_plain` write up to 16 bytes past it.
     scratch.clear();
     scratch.try_reserve(b.len() - start + 16).ok()?;
     // SAFETY: what is written is the line's bytes between escapes and the UTF-8 of the escapes'
@@ -190,28 +189,33 @@ fn read_string<'a>(line: &'a str, start: usize, scratch: &mut String) -> Option<
     // backslashes), so the text is UTF-8 too.
     let out = unsafe { scratch.as_mut_vec() };
     out.extend_from_slice(&b[start..end]);
-    let end = unescape(b, end, out)?;
+    // SAFETY: room for `b.len() - start + 16` bytes was reserved, and `end - start` are used.
+    let end = unsafe { unescape(b, end, out)? };
     Some((Text::Scratch, end))
 }
 
-/// Appends the text of the string's rest, from `i` (at a backslash), to `out`, which has room for
-/// all of the line after `i` and 16 bytes more; returns the index after the closing quote, or None.
-fn unescape(b: &[u8], mut i: usize, out: &mut Vec<u8>) -> Option<usize> {
+/// Appends the text of the string's rest, from `i` (at a backslash), to `out`; returns the index
+/// after the closing quote, or None.
+///
+/// # Safety
+///
+/// `out` must have room for `b.len() - i + 16` more bytes ([`copy_plain`]'s condition, which each
+/// step keeps: an escape writes fewer bytes than it takes).
+unsafe fn unescape(b: &[u8], mut i: usize, out: &mut Vec<u8>) -> Option<usize> {
     loop {
         match b.get(i)? {
             b'"' => return Some(i + 1),
             b'\\' => {
                 let letter = *b.get(i + 1)?;
                 match SHORT_ESCAPES[letter as usize] {
-                    // Most escapes: one byte for two, without a branch on which.
                     0 => {
-                        let (c, next) = escape(b, i + 1)?;
+                        let c = unicode_escape(b, i + 1)?;
                         let mut utf8 = [0; 4];
                         out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
-                        i = next;
+                        i += 6;
                     }
+                    // Most escapes: one byte for two, without a branch on which.
                     byte => {
-                        // Within the room: the escape's two bytes give one.
                         out.push(byte);
                         i += 2;
                     }
@@ -219,7 +223,8 @@ fn unescape(b: &[u8], mut i: usize, out: &mut Vec<u8>) -> Option<usize> {
             }
             _ => return None,
         }
-        i = copy_plain(b, i, out);
+        // SAFETY: the caller's promise, kept by the step above.
+        i = unsafe { copy_plain(b, i, out) };
     }
 }
 
@@ -239,59 +244,54 @@ static SHORT_ESCAPES: [u8; 256] = {
 };
 
 /// Appends `b[i..]` up to the next byte that [`is_special`] (or the end) to `out`, and returns that
-/// byte's index. `out` must have room for `b.len() - i + 16` more bytes.
+/// byte's index.
+///
+/// # Safety
+///
+/// `out` must have room for `b.len() - i + 16` more bytes: with SSE2, each block of 16 bytes is stored
+/// before it is known how many of them belong to the text.
 #[inline(always)]
-fn copy_plain(b: &[u8], mut i: usize, out: &mut Vec<u8>) -> usize {
+unsafe fn copy_plain(b: &[u8], i: usize, out: &mut Vec<u8>) -> usize {
     debug_assert!(out.capacity() - out.len() >= b.len() - i + 16);
-    #[cfg(target_arch = "x86_64")]
-    while i + 16 <= b.len() {
-        // SAFETY: the 16 bytes read are in `b`; the 16 written are within the room the caller
-        // promised (the bytes copied so far are at most `i` minus the start, fewer than promised);
-        // `set_len` covers only bytes written.
-        unsafe {
-            let from = b.as_ptr().add(i);
-            let to = out.as_mut_ptr().add(out.len());
-            std::ptr::copy_nonoverlapping(from, to, 16);
-            let mask = specials_in_block(from);
-            let plain = if mask == 0 {
-                16
-            } else {
-                mask.trailing_zeros() as usize
-            };
-            out.set_len(out.len() + plain);
-            i += plain;
-            if plain < 16 {
-                return i;
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    let i = {
+        let mut i = i;
+        while i + 16 <= b.len() {
+            // SAFETY: the 16 bytes read are in `b`; the 16 written are within the room the caller
+            // promised, which shrinks by no more than `i` grows; `set_len` covers only bytes written.
+            unsafe {
+                let from = b.as_ptr().add(i);
+                let to = out.as_mut_ptr().add(out.len());
+                std::ptr::copy_nonoverlapping(from, to, 16);
+                let mask = specials_in_block(from);
+                let plain = if mask == 0 {
+                    16
+                } else {
+                    mask.trailing_zeros() as usize
+                };
+                out.set_len(out.len() + plain);
+                i += plain;
+                if plain < 16 {
+                    return i;
+                }
             }
         }
-    }
+        i
+    };
     let end = next_special(b, i);
     out.extend_from_slice(&b[i..end]);
     end
 }
 
-/// The character of the escape whose letter is at `i` (after the backslash), and the index after
-/// it; None for an escape that is not JSON's, and for surrogates (pairs included: rare, and left to
-/// the full parser).
+/// The character of the escape `\uXXXX` whose `u` is at `i`; None when it is not one, and for
+/// surrogates (pairs included: rare, and left to the full parser).
 #[inline]
-fn escape(b: &[u8], i: usize) -> Option<(char, usize)> {
-    let c = match *b.get(i)? {
-        b'"' => '"',
-        b'\\' => '\\',
-        b'/' => '/',
-        b'b' => '\u{8}',
-        b'f' => '\u{c}',
-        b'n' => '\n',
-        b'r' => '\r',
-        b't' => '\t',
-        b'u' => {
-            let code = hex4(b, i + 1)?;
-            // A surrogate is no char: `from_u32` declines it.
-            return Some((char::from_u32(code)?, i + 5));
-        }
-        _ => return None,
-    };
-    Some((c, i + 1))
+fn unicode_escape(b: &[u8], i: usize) -> Option<char> {
+    if b.get(i) != Some(&b'u') {
+        return None;
+    }
+    // A surrogate is no char: `from_u32` declines it.
+    char::from_u32(hex4(b, i + 1)?)
 }
 
 /// The value of the four hex digits at `i`.
@@ -327,7 +327,7 @@ fn skip_string(b: &[u8], mut i: usize) -> Option<usize> {
         match *b.get(i)? {
             b'"' => return Some(i + 1),
             b'\\' => match *b.get(i + 1)? {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                letter if SHORT_ESCAPES[letter as usize] != 0 => i += 2,
                 b'u' => {
                     hex4(b, i + 2)?;
                     i += 6;
@@ -468,15 +468,8 @@ mod tests {
                     expected,
                     "{bytes:?} from {start}"
                 );
-            }
-            // The scan of other architectures, a word at a time, stops at the first special byte
-            // or where less than a word is left.
-            for start in 0..=len {
-                let words_end = start + (len - start) / 8 * 8;
-                let expected = (start..words_end)
-                    .find(|&k| is_special(bytes[k]))
-                    .unwrap_or(words_end);
-                assert_eq!(next_special_by_words(&bytes, start), expected);
+                // The scan of other architectures, a word at a time, then a byte at a time.
+                assert_eq!(next_special_portable(&bytes, start), expected);
             }
         }
     }
