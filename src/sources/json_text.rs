@@ -32,48 +32,25 @@ const MAX_DEPTH: usize = 64;
 /// escape, else unescaped into `scratch`. None declines the line (see the module's invariant).
 pub(super) fn text_field<'a>(line: &'a str, field: &str, scratch: &mut String) -> Option<Text<'a>> {
     let b = line.as_bytes();
-    let mut i = skip_ws(b, 0);
+    let i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
         return None;
     }
-    i = skip_ws(b, i + 1);
     let mut text = None;
-    if b.get(i) == Some(&b'}') {
-        i += 1;
-    } else {
-        loop {
-            if b.get(i) != Some(&b'"') {
-                return None;
-            }
-            let key_end = plain_string_end(b, i + 1)?;
-            let is_field = &b[i + 1..key_end] == field.as_bytes();
-            i = skip_ws(b, key_end + 1);
-            if b.get(i) != Some(&b':') {
-                return None;
-            }
-            i = skip_ws(b, i + 1);
-            if is_field {
-                if b.get(i) != Some(&b'"') {
-                    return None;
-                }
-                let (value, end) = read_string(line, i + 1, scratch)?;
-                text = Some(value);
-                i = end;
-            } else {
-                i = skip_value(b, i, 1)?;
-            }
-            i = skip_ws(b, i);
-            match b.get(i) {
-                Some(b',') => i = skip_ws(b, i + 1),
-                Some(b'}') => {
-                    i += 1;
-                    break;
-                }
-                _ => return None,
-            }
+    let end = members(b, i + 1, b'}', |key, at| {
+        // An escaped key could spell the field: serde_json compares it unescaped.
+        let key = key.filter(|key| !key.contains(&b'\\'))?;
+        if key != field.as_bytes() {
+            return skip_value(b, at, 1);
         }
-    }
-    if skip_ws(b, i) != b.len() {
+        if b.get(at) != Some(&b'"') {
+            return None;
+        }
+        let (value, end) = read_string(line, at + 1, scratch)?;
+        text = Some(value);
+        Some(end)
+    })?;
+    if skip_ws(b, end) != b.len() {
         return None;
     }
     text
@@ -86,14 +63,6 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
         i += 1;
     }
     i
-}
-
-/// The index of the closing quote of a string that starts at `i` (after its opening quote) and has
-/// no escape; None when it has one, or is not a valid string.
-#[inline]
-fn plain_string_end(b: &[u8], i: usize) -> Option<usize> {
-    let end = next_special(b, i);
-    (b.get(end) == Some(&b'"')).then_some(end)
 }
 
 /// Whether `c` ends a stretch of a JSON string's plain bytes: a quote, a backslash, or a control
@@ -309,8 +278,8 @@ fn hex4(b: &[u8], i: usize) -> Option<u32> {
 fn skip_value(b: &[u8], i: usize, depth: usize) -> Option<usize> {
     match *b.get(i)? {
         b'"' => skip_string(b, i + 1),
-        b'{' => skip_container(b, i + 1, depth, b'}', true),
-        b'[' => skip_container(b, i + 1, depth, b']', false),
+        b'{' => skip_container(b, i + 1, depth, b'}'),
+        b'[' => skip_container(b, i + 1, depth, b']'),
         b't' => literal(b, i, b"true"),
         b'f' => literal(b, i, b"false"),
         b'n' => literal(b, i, b"null"),
@@ -339,28 +308,43 @@ fn skip_string(b: &[u8], mut i: usize) -> Option<usize> {
     }
 }
 
-/// The index after the object (`object`) or list that starts at `i` (after its bracket) and ends
-/// with `close`.
-fn skip_container(b: &[u8], i: usize, depth: usize, close: u8, object: bool) -> Option<usize> {
+/// The index after the object or list that starts at `i` (after its bracket), at nesting `depth`.
+fn skip_container(b: &[u8], i: usize, depth: usize, close: u8) -> Option<usize> {
     if depth >= MAX_DEPTH {
         return None;
     }
+    members(b, i, close, |_, at| skip_value(b, at, depth + 1))
+}
+
+/// The index after the members of the object (`close` is `}`) or list (`]`) that starts at `i`
+/// (after its bracket). `value` reads each member's value: it is given the member's key (the bytes
+/// between its quotes, as written; None in a list) and where the value starts, and returns the index
+/// after the value, or None to decline the line.
+fn members<'b>(
+    b: &'b [u8],
+    i: usize,
+    close: u8,
+    mut value: impl FnMut(Option<&'b [u8]>, usize) -> Option<usize>,
+) -> Option<usize> {
     let mut i = skip_ws(b, i);
     if b.get(i) == Some(&close) {
         return Some(i + 1);
     }
     loop {
-        if object {
+        let mut key = None;
+        if close == b'}' {
             if b.get(i) != Some(&b'"') {
                 return None;
             }
-            i = skip_ws(b, skip_string(b, i + 1)?);
+            let key_end = skip_string(b, i + 1)?;
+            key = Some(&b[i + 1..key_end - 1]);
+            i = skip_ws(b, key_end);
             if b.get(i) != Some(&b':') {
                 return None;
             }
             i = skip_ws(b, i + 1);
         }
-        i = skip_ws(b, skip_value(b, i, depth + 1)?);
+        i = skip_ws(b, value(key, i)?);
         match *b.get(i)? {
             b',' => i = skip_ws(b, i + 1),
             c if c == close => return Some(i + 1),
