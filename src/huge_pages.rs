@@ -1,6 +1,6 @@
 //! Asking the kernel to back large, freshly allocated buffers with 2 MB pages: the ids of one text
-//! ([`crate::Encoder::encode_to_vec`]), and in the binding the array of a Python list of ids and the
-//! UTF-8 copy of a `str`.
+//! ([`crate::Encoder::encode_to_vec`]), and in the binding the ids of `encode_to_numpy`, the array of
+//! a Python list of ids and the UTF-8 copy of a `str`.
 //!
 //! Encoding a large text into a Python list writes several times its size in memory that was never
 //! touched before: the ids (4 bytes each) and the list's array of pointers (8 bytes an id). With 4 KB

@@ -286,10 +286,12 @@ impl Encoder {
 
     /// Encodes a text handed over a block at a time, with the ids [`Self::encode`] gives the whole, and
     /// neither the text nor its ids ever held whole: `next` appends the UTF-8 of the next block to the
-    /// buffer it is given and says whether more follows; `sink` takes the ids of each stretch that ends
-    /// at a safe cut (the rest of the buffer waits for the next block). The binding encodes a Python
-    /// `str` into a list this way, so that a block and its ids are still in the CPU's cache when they
-    /// are converted, encoded and copied, and only the list is written to memory never touched before.
+    /// buffer it is given and says whether more follows; the ids of each stretch that ends at a safe
+    /// cut (the rest of the buffer waits for the next block) are appended to `out`, and `sink` is then
+    /// handed `out`: it may take them and clear it, or leave them to gather the whole text's ids in
+    /// place. The binding encodes a Python `str` into a list this way, so that a block and its ids are
+    /// still in the CPU's cache when they are converted, encoded and copied, and only the list is
+    /// written to memory never touched before; and into one vector of ids for NumPy, without a copy.
     ///
     /// `text_len` (the whole text's bytes, or an estimate) sizes the caches. Stops with
     /// [`Error::Interrupted`] soon after `cancel` is set, and with the first error of `next` or `sink`.
@@ -299,10 +301,11 @@ impl Encoder {
         text_len: usize,
         cancel: Option<&Arc<AtomicBool>>,
         mut next: impl FnMut(&mut String) -> std::result::Result<bool, E>,
-        mut sink: impl FnMut(&[u32]) -> std::result::Result<(), E>,
+        out: &mut Vec<u32>,
+        mut sink: impl FnMut(&mut Vec<u32>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let cancelled = || cancel.is_some_and(|c| c.load(Ordering::Relaxed));
-        let (mut text, mut ids) = (String::new(), Vec::new());
+        let mut text = String::new();
         // Bytes of `text` past the first known to hold no safe cut: each block is searched once, so a
         // text with no cut at all (a long run of one letter, compact JSON) is not scanned again per
         // block, which made it quadratic. A position's verdict needs only the `lookahead` bytes after
@@ -321,9 +324,8 @@ impl Encoder {
                         }
                         false => text.len(),
                     };
-                    ids.clear();
-                    self.encode_with(&text[..end], &mut ids, scratch)?;
-                    sink(&ids)?;
+                    self.encode_with(&text[..end], out, scratch)?;
+                    sink(out)?;
                     text.drain(..end);
                     if !more || cancelled() {
                         return Ok(());
@@ -869,13 +871,25 @@ mod tests {
                 at = end;
                 Ok(at < chars.len())
             };
-            let sink = |part: &[u32]| -> Result<()> {
-                ids.extend_from_slice(part);
+            let sink = |part: &mut Vec<u32>| -> Result<()> {
+                ids.append(part);
                 sunk += 1;
                 Ok(())
             };
-            e.encode_blocks(text.len(), None, next, sink).unwrap();
+            e.encode_blocks(text.len(), None, next, &mut Vec::new(), sink)
+                .unwrap();
             assert_eq!(ids, whole, "blocks of {block} characters");
+            // Left in `out`, the stretches' ids are the whole text's.
+            let (mut at, mut kept) = (0, vec![7]);
+            let next = |buf: &mut String| -> Result<bool> {
+                let end = chars.len().min(at + block);
+                buf.extend(&chars[at..end]);
+                at = end;
+                Ok(at < chars.len())
+            };
+            e.encode_blocks(text.len(), None, next, &mut kept, |_| Ok(()))
+                .unwrap();
+            assert_eq!((kept[0], &kept[1..]), (7, &whole[..]));
             assert!(
                 sunk >= chars.len() / block,
                 "{sunk} stretches for blocks of {block}"
@@ -891,7 +905,8 @@ mod tests {
                 buf.push_str("ab ab ");
                 Ok(true)
             },
-            |_: &[u32]| -> Result<()> {
+            &mut Vec::new(),
+            |_: &mut Vec<u32>| -> Result<()> {
                 sunk += 1;
                 Ok(())
             },
@@ -902,6 +917,7 @@ mod tests {
             1,
             None,
             |_: &mut String| Err(Error::EmptySpecialToken),
+            &mut Vec::new(),
             |_| Ok(()),
         );
         assert!(matches!(failed, Err(Error::EmptySpecialToken)));

@@ -9,6 +9,7 @@
 
 #[cfg(feature = "python")]
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 
 #[cfg(feature = "python")]
 use pyo3::{ffi, prelude::*, types::PyString};
@@ -244,21 +245,128 @@ fn to_utf8(text: Units<'_>, out: &mut Vec<u8>) -> Result<(), usize> {
     }
 }
 
+/// Characters [`encode_units`] looks at together: one vector of Latin-1 units.
+const BLOCK: usize = 16;
+
 /// [`to_utf8`] for units, into room already reserved.
-fn encode_units<T: Copy + Into<u32>>(units: &[T], out: &mut Vec<u8>) -> Result<(), usize> {
-    const BLOCK: usize = 16;
+fn encode_units<T: Unit>(units: &[T], out: &mut Vec<u8>) -> Result<(), usize> {
     crate::huge_pages::advise(out.as_ptr(), out.capacity());
     let mut blocks = units.chunks_exact(BLOCK);
     let mut at = 0;
     for block in &mut blocks {
-        if block.iter().fold(0, |any, &c| any | c.into()) < 0x80 {
-            out.extend(block.iter().map(|&c| c.into() as u8));
+        let block: &[T; BLOCK] = block.try_into().expect("a whole block");
+        // The room reserved for the rest of the text holds at least one byte per unit.
+        let room: &mut [MaybeUninit<u8>; BLOCK] = (&mut out.spare_capacity_mut()[..BLOCK])
+            .try_into()
+            .expect("a whole block");
+        if T::narrow_ascii(block, room) {
+            // SAFETY: `narrow_ascii` wrote the block's 16 bytes, all ASCII, into the spare room.
+            unsafe { out.set_len(out.len() + BLOCK) };
         } else {
             encode_chars(block, at, out)?;
         }
         at += BLOCK;
     }
     encode_chars(blocks.remainder(), at, out)
+}
+
+/// A unit of CPython's storage (1, 2 or 4 bytes), and how a block of them that is all ASCII is
+/// narrowed to its bytes: in one vector step on x86_64, where reading the units was a third of the
+/// time of `encode` on prose stored as UCS-4 (it has a few emoji), the units loaded one by one.
+trait Unit: Copy + Into<u32> {
+    /// Writes the units of `block` as bytes into `out` and returns true when all are ASCII; returns
+    /// false otherwise, with anything written to `out`.
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    fn narrow_ascii(block: &[Self; BLOCK], out: &mut [MaybeUninit<u8>; BLOCK]) -> bool {
+        if block.iter().fold(0, |any, &c| any | c.into()) >= 0x80 {
+            return false;
+        }
+        for (slot, &c) in out.iter_mut().zip(block) {
+            slot.write(c.into() as u8);
+        }
+        true
+    }
+
+    /// As above, with SSE2 ([`sse2`]).
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    fn narrow_ascii(block: &[Self; BLOCK], out: &mut [MaybeUninit<u8>; BLOCK]) -> bool;
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+impl Unit for u8 {}
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+impl Unit for u16 {}
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+impl Unit for u32 {}
+
+// SSE2 is part of x86_64's baseline. Each block is loaded in 16-byte vectors, tested for a bit above
+// 0x7F in any unit, and packed down to bytes: values under 0x80 pass the saturating packs unchanged.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+mod sse2 {
+    use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
+
+    use super::{Unit, BLOCK};
+
+    /// Whether no lane of `v` has a bit of `high` set, lane by lane in 16- or 32-bit lanes alike.
+    #[inline(always)]
+    fn none_set(v: __m128i, high: __m128i) -> bool {
+        // SAFETY: SSE2 is enabled (the module's cfg).
+        unsafe {
+            let set = _mm_and_si128(v, high);
+            _mm_movemask_epi8(_mm_cmpeq_epi8(set, _mm_setzero_si128())) == 0xFFFF
+        }
+    }
+
+    impl Unit for u8 {
+        #[inline(always)]
+        fn narrow_ascii(block: &[u8; BLOCK], out: &mut [MaybeUninit<u8>; BLOCK]) -> bool {
+            // SAFETY: `block` and `out` are 16 bytes each (unaligned loads and stores); SSE2 is
+            // enabled.
+            unsafe {
+                let v = _mm_loadu_si128(block.as_ptr().cast());
+                _mm_storeu_si128(out.as_mut_ptr().cast(), v);
+                _mm_movemask_epi8(v) == 0
+            }
+        }
+    }
+
+    impl Unit for u16 {
+        #[inline(always)]
+        fn narrow_ascii(block: &[u16; BLOCK], out: &mut [MaybeUninit<u8>; BLOCK]) -> bool {
+            // SAFETY: `block` is 32 bytes (two unaligned loads), `out` 16 (one store); SSE2 is
+            // enabled.
+            unsafe {
+                let p = block.as_ptr().cast::<__m128i>();
+                let (a, b) = (_mm_loadu_si128(p), _mm_loadu_si128(p.add(1)));
+                if !none_set(_mm_or_si128(a, b), _mm_set1_epi16(!0x7F)) {
+                    return false;
+                }
+                _mm_storeu_si128(out.as_mut_ptr().cast(), _mm_packus_epi16(a, b));
+                true
+            }
+        }
+    }
+
+    impl Unit for u32 {
+        #[inline(always)]
+        fn narrow_ascii(block: &[u32; BLOCK], out: &mut [MaybeUninit<u8>; BLOCK]) -> bool {
+            // SAFETY: `block` is 64 bytes (four unaligned loads), `out` 16 (one store); SSE2 is
+            // enabled.
+            unsafe {
+                let p = block.as_ptr().cast::<__m128i>();
+                let (a, b) = (_mm_loadu_si128(p), _mm_loadu_si128(p.add(1)));
+                let (c, d) = (_mm_loadu_si128(p.add(2)), _mm_loadu_si128(p.add(3)));
+                let any = _mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d));
+                if !none_set(any, _mm_set1_epi32(!0x7F)) {
+                    return false;
+                }
+                let (ab, cd) = (_mm_packs_epi32(a, b), _mm_packs_epi32(c, d));
+                _mm_storeu_si128(out.as_mut_ptr().cast(), _mm_packus_epi16(ab, cd));
+                true
+            }
+        }
+    }
 }
 
 /// Appends the UTF-8 of `units`, which start at index `at` of the string, one character at a time.
@@ -303,6 +411,23 @@ mod tests {
         Ok(String::from_utf8(out).expect("valid UTF-8"))
     }
 
+    /// Checks that `text` converts to its UTF-8 from every width that can store it.
+    fn assert_every_width(text: &str) {
+        let ucs4: Vec<u32> = text.chars().map(u32::from).collect();
+        let ucs2: Vec<u16> = ucs4.iter().map(|&c| c as u16).collect();
+        let latin1: Vec<u8> = ucs4.iter().map(|&c| c as u8).collect();
+        let mut widths = vec![Units::Ucs4(&ucs4)];
+        if ucs4.iter().all(|&c| c < 0x1_0000) {
+            widths.push(Units::Ucs2(&ucs2));
+        }
+        if ucs4.iter().all(|&c| c < 0x100) {
+            widths.push(Units::Latin1(&latin1));
+        }
+        for units in widths {
+            assert_eq!(utf8(units).as_deref(), Ok(text), "{units:?}");
+        }
+    }
+
     #[test]
     fn every_width_matches_rust_s_own_encoding() {
         // ASCII blocks, mixed blocks, and a tail shorter than a block, at every width.
@@ -314,15 +439,34 @@ mod tests {
             "emoji \u{1f642} and \u{10ffff} at the top".repeat(3),
         ];
         for text in &texts {
-            let chars: Vec<u32> = text.chars().map(u32::from).collect();
-            assert_eq!(utf8(Units::Ucs4(&chars)).as_ref(), Ok(text));
-            if chars.iter().all(|&c| c < 0x1_0000) {
-                let ucs2: Vec<u16> = chars.iter().map(|&c| c as u16).collect();
-                assert_eq!(utf8(Units::Ucs2(&ucs2)).as_ref(), Ok(text));
-            }
-            if chars.iter().all(|&c| c < 0x100) {
-                let latin1: Vec<u8> = chars.iter().map(|&c| c as u8).collect();
-                assert_eq!(utf8(Units::Latin1(&latin1)).as_ref(), Ok(text));
+            assert_every_width(text);
+        }
+    }
+
+    #[test]
+    fn a_character_at_any_place_of_a_block_is_encoded_whole() {
+        // Each kind of character (the widest ASCII, one to four bytes of UTF-8, the ends of each range)
+        // at every place of the second of three blocks, the rest ASCII: the block must not narrow.
+        let kinds = [
+            '\u{7f}',
+            '\u{80}',
+            '\u{ff}',
+            '\u{100}',
+            '\u{7ff}',
+            '\u{800}',
+            '\u{ffff}',
+            '\u{10000}',
+            '\u{10ffff}',
+        ];
+        for c in kinds {
+            for at in 0..3 * BLOCK {
+                let mut chars: Vec<char> = "ascii, all of it: 0123456789~"
+                    .chars()
+                    .cycle()
+                    .take(3 * BLOCK)
+                    .collect();
+                chars[at] = c;
+                assert_every_width(&chars.iter().collect::<String>());
             }
         }
     }
