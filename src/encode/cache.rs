@@ -123,12 +123,24 @@ impl Scratch {
         result
     }
 
-    /// Appends the cached ids at `(start, len)` of `cached_ids`.
+    /// Appends the cached ids at `(start, len)` of `cached_ids`: up to [`CACHED_BLOCK`] of them by
+    /// [`push_first`], without a call to `memcpy` (3.6% of `encode`'s time on prose, most merged
+    /// words being two to four ids), where that many lie in `cached_ids` from `start`.
     #[inline]
     pub(super) fn push_cached(&self, (start, len): (u32, u32), out: &mut Vec<u32>) {
-        out.extend_from_slice(&self.cached_ids[start as usize..(start + len) as usize]);
+        let (start, len) = (start as usize, len as usize);
+        match self.cached_ids.get(start..start + CACHED_BLOCK) {
+            Some(block) if len <= CACHED_BLOCK => {
+                let block: &[u32; CACHED_BLOCK] = block.try_into().expect("a whole block");
+                push_first(out, block, len);
+            }
+            _ => out.extend_from_slice(&self.cached_ids[start..start + len]),
+        }
     }
 }
+
+/// The most ids [`Scratch::push_cached`] copies as one block.
+const CACHED_BLOCK: usize = 8;
 
 /// Scratches that earlier calls filled, one for each call that ran at the same time as others (so as
 /// many as the most threads that ever encoded at once). Each is bounded by the pool's [`CacheCap`].
