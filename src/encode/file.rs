@@ -198,7 +198,7 @@ impl<'a> OrderedWork for FileWork<'a> {
         let scratch = match &mut worker.scratch {
             Some(scratch) => scratch,
             None => worker.scratch.insert(
-                Scratch::for_text(self.options.chunk_size, CacheCap::CALL)
+                Scratch::for_text(self.options.chunk_size, CacheCap::WORKER)
                     .map_err(|e| e.named("the encoder's caches"))?,
             ),
         };

@@ -212,7 +212,7 @@ impl DatasetWork<'_, '_> {
         let scratch = match scratch {
             Some(scratch) => scratch,
             None => scratch.insert(
-                Scratch::for_text(options.chunk_size, CacheCap::CALL)
+                Scratch::for_text(options.chunk_size, CacheCap::WORKER)
                     .map_err(|e| e.named("the encoder's caches"))?,
             ),
         };
