@@ -10,9 +10,11 @@ How it measures, and why:
 - The parent reads the child's peak RSS from ``os.wait4`` (``ru_maxrss``, KiB on Linux): the kernel's
   high-water mark of the whole process, native allocations included, which no in-process Python
   tracer sees. It includes the interpreter and the tool's imports (13-18 MB here).
-- Runs beyond ``--timeout`` are killed and reported as "timeout"; ``--repeat N`` keeps the best wall time
-  of N runs and the highest peak RSS. The corpus is read once first, so every tool starts from the page
-  cache. Ratios are tool / gigatoken in the same run (< 1.0: faster or smaller than gigatoken).
+- Runs beyond ``--timeout`` are killed and reported as "timeout". ``--repeat N`` runs N rounds, each
+  tool once a round in turn (interleaved, so that a change in the machine's load falls on every tool
+  alike), and reports each tool's median wall time and highest peak RSS. The corpus is read once
+  first, so every tool starts from the page cache. Ratios are tool / gigatoken (< 1.0: faster or smaller
+  than gigatoken): the wall ratio of each round, their median and the worst of them.
 
 Each tool gets special token <|endoftext|> and the GPT-2 pre-tokenization pattern:
 
@@ -44,6 +46,7 @@ import json
 import lzma
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -164,19 +167,33 @@ def run_once(tool: str, path: Path, vocab_size: int, merges_out: Path, timeout: 
     return Result(seconds=data["seconds"], rss_mb=usage.ru_maxrss / 1024, merges=data["merges"])
 
 
-def measure(tool: str, path: Path, vocab_size: int, merges_out: Path, timeout: float, repeat: int) -> Result:
-    """Best wall time and highest peak RSS of ``repeat`` runs; stops at the first run that fails."""
-    if importlib.util.find_spec(MODULES[tool]) is None:
-        return Result(error="not installed")
-    runs: list[Result] = []
-    for _ in range(repeat):
-        result = run_once(tool, path, vocab_size, merges_out, timeout)
-        if result.error:
-            return result
-        runs.append(result)
-    best = min(runs, key=lambda r: r.seconds)
-    best.rss_mb = max(r.rss_mb for r in runs)
-    return best
+def measure_rounds(
+    tools: list[str], path: Path, vocab_size: int, tmp: Path, name: str, timeout: float, rounds: int
+) -> tuple[dict[str, Result], dict[str, list[float]]]:
+    """Runs every tool once a round, the tools in turn, for ``rounds`` rounds, so that a change in the
+    machine's load falls on all of them alike. Returns each tool's median wall time and highest peak RSS
+    (or its first failure, after which it is not run again), and each tool's wall time per round."""
+    walls: dict[str, list[float]] = {tool: [] for tool in tools}
+    results: dict[str, Result] = {}
+    for tool in tools:
+        if importlib.util.find_spec(MODULES[tool]) is None:
+            results[tool] = Result(error="not installed")
+    for _ in range(rounds):
+        for tool in tools:
+            if tool in results and results[tool].error:
+                continue
+            r = run_once(tool, path, vocab_size, tmp / f"{name}-{tool}.hex", timeout)
+            if r.error:
+                results[tool] = r
+                continue
+            walls[tool].append(r.seconds)
+            kept = results.get(tool)
+            results[tool] = Result(
+                seconds=statistics.median(walls[tool]),
+                rss_mb=max(r.rss_mb, kept.rss_mb if kept else 0.0),
+                merges=r.merges,
+            )
+    return results, walls
 
 
 def first_difference(a: Path, b: Path) -> str:
@@ -221,9 +238,8 @@ def bench_corpus(name: str, path: Path, args: argparse.Namespace, tmp: Path) -> 
         while f.read(1 << 24):
             pass
     vocab = CORPORA[name]
-    results: dict[str, Result] = {}
-    for tool in args.tools:
-        results[tool] = r = measure(tool, path, vocab, tmp / f"{name}-{tool}.hex", args.timeout, args.repeat)
+    results, walls = measure_rounds(args.tools, path, vocab, tmp, name, args.timeout, args.repeat)
+    for tool, r in results.items():
         print(
             f"{name} {tool}: {r.error or f'{r.seconds:.2f} s, {r.rss_mb:.0f} MB, {r.merges} merges'}",
             file=sys.stderr,
@@ -232,11 +248,19 @@ def bench_corpus(name: str, path: Path, args: argparse.Namespace, tmp: Path) -> 
     giga = results.get("gigatoken", Result(error="not run"))
     for tool, r in results.items():
         if r.error:
-            rows.append(f"| {name} | {vocab} | {tool} | {r.error} | | | |")
+            rows.append(f"| {name} | {vocab} | {tool} | {r.error} | | | | |")
             continue
-        wall = "-" if giga.error else f"{r.seconds / giga.seconds:.2f}"
-        rss = "-" if giga.error else f"{r.rss_mb / giga.rss_mb:.2f}"
-        rows.append(f"| {name} | {vocab} | {tool} | {r.seconds:.2f} | {r.rss_mb:.0f} | {wall} | {rss} |")
+        if giga.error:
+            wall = rounds = rss = "-"
+        else:
+            # Each round's ratio, of the two runs made one after the other; the median and the worst.
+            per_round = [t / g for t, g in zip(walls[tool], walls["gigatoken"])]
+            wall = f"{statistics.median(per_round):.2f} ({max(per_round):.2f})"
+            rounds = ", ".join(f"{x:.2f}" for x in per_round)
+            rss = f"{r.rss_mb / giga.rss_mb:.2f}"
+        rows.append(
+            f"| {name} | {vocab} | {tool} | {r.seconds:.2f} | {r.rss_mb:.0f} | {wall} | {rounds} | {rss} |"
+        )
     made = ", ".join(f"{tool} {r.merges}" for tool, r in results.items() if not r.error)
     notes = [f"{name}: merges made: {made or 'none'}"]
     if not giga.error and not results.get("bytepair", Result(error="not run")).error:
@@ -253,7 +277,7 @@ def main() -> None:
     parser.add_argument("--corpus", type=names(list(CORPORA)), default=list(CORPORA))
     parser.add_argument("--tools", type=names(list(MODULES)), default=list(MODULES))
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
-    parser.add_argument("--repeat", type=int, default=1, help="report the best wall time of N runs")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds: every tool runs once a round")
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
     args = parser.parse_args()
     if args.run:
@@ -262,8 +286,9 @@ def main() -> None:
         return
 
     rows = [
-        "| corpus | vocab | tool | wall s | peak RSS MB | wall vs gigatoken | RSS vs gigatoken |",
-        "|---|---|---|---|---|---|---|",
+        "| corpus | vocab | tool | wall s | peak RSS MB | wall vs gigatoken (worst) | per round "
+        "| RSS vs gigatoken |",
+        "|---|---|---|---:|---:|---:|---|---:|",
     ]
     notes = []
     with tempfile.TemporaryDirectory(prefix="bytepair-train-bench-") as tmp:
