@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use super::merge::{LongMerge, ShortMerge};
 use super::table::{MergeCache, SizedByText};
-use crate::bytes_map::{BytesMap, InlineKey};
+use crate::bytes_map::{BytesMap, InlineKey, SMALL_KEY};
 use crate::error::{try_push, try_vec, AllocError};
 
 /// How many multi-token pieces a scratch's cache holds, and how many ids in all, before it starts over.
@@ -312,7 +312,7 @@ fn push_first<const N: usize>(out: &mut Vec<u32>, ids: &[u32; N], n: usize) {
 }
 
 /// The longest piece [`SmallPieces`] holds: its key is one word, the length in the top byte.
-pub(super) const SMALL_PIECE: usize = 7;
+pub(super) const SMALL_PIECE: usize = SMALL_KEY;
 
 /// At most this many entries in [`SmallPieces`] (256 KB).
 const SMALL_ENTRIES: usize = 16384;
@@ -320,28 +320,6 @@ const SMALL_ENTRIES: usize = 16384;
 /// The second id of an entry of one id. No token has it: ids stay below the number of tokens plus
 /// `MAX_ID_GAP` (`Encoder::new` checks), far below `u32::MAX`.
 const NO_ID: u32 = u32::MAX;
-
-/// The key of the piece `text[start..start + len]` (`len` from 1 to [`SMALL_PIECE`]): its bytes in the
-/// low bytes of a word, its length in the top byte, so never 0. One load where 8 bytes of `text`
-/// follow `start` (all but the last few pieces of a text).
-///
-/// # Safety
-///
-/// `start + len` must be at most `text.len()`, so that `start + 8` cannot overflow: the check
-/// `text.get(start..start + 8)` makes of it took 9 instructions a piece, where this takes 3.
-#[inline(always)]
-pub(super) unsafe fn small_key(text: &[u8], start: usize, len: usize) -> u64 {
-    debug_assert!((1..=SMALL_PIECE).contains(&len) && start + len <= text.len());
-    let word = if start + 8 <= text.len() {
-        // SAFETY: the 8 bytes from `start` are in `text`.
-        unsafe { text.as_ptr().add(start).cast::<u64>().read_unaligned() }.to_le()
-    } else {
-        let mut word = [0u8; 8];
-        word[..len].copy_from_slice(&text[start..start + len]);
-        u64::from_le_bytes(word)
-    };
-    word & (u64::MAX >> (64 - 8 * len)) | (len as u64) << 56
-}
 
 /// The [`InlineKey`] of the piece whose [`small_key`] is `key`: its bytes, the length taken off.
 #[inline(always)]
@@ -425,6 +403,7 @@ impl SmallPieces {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bytes_map::small_key;
 
     /// [`small_key`], its piece checked to be in `text`.
     fn key_at(text: &[u8], start: usize, len: usize) -> u64 {

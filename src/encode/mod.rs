@@ -30,14 +30,14 @@ mod table;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::bytes_map::{BytesMap, FastMap, InlineKey, INLINE};
+use crate::bytes_map::{small_key, BytesMap, FastMap, InlineKey, INLINE};
 use crate::chunks::{last_safe_cut, lookahead, next_safe_cut};
 use crate::error::{try_reserve, try_vec, AllocError, Error, Result};
 use crate::huge_pages;
 use crate::pretokenize::pretokenize;
 use crate::special::{Segment, SpecialTokens};
 use crate::threads::{run_on_threads, thread_count};
-use cache::{inline_key_of, small_key, CacheCap, Scratch, ScratchPool, SMALL_PIECE};
+use cache::{inline_key_of, CacheCap, Scratch, ScratchPool, SMALL_PIECE};
 use merge::LONG_PIECE;
 use table::{MergeTable, NO_MERGE};
 

@@ -14,7 +14,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::count_map::{CountMap, Front, Prefetched};
+use super::count_map::{CountMap, Front, FrontMiss, Prefetched};
+use crate::bytes_map::{small_key, SMALL_KEY};
 use crate::chunks::{Chunk, ChunkReader};
 use crate::error::{try_vec, AllocError, Error, Result};
 use crate::input::open_input;
@@ -29,9 +30,10 @@ use crate::threads::run_on_threads;
 /// plus one token per special-token occurrence.
 ///
 /// Pieces of one and two bytes are most of the pieces (of code especially), and they are counted in
-/// arrays indexed by their bytes: no hashing and no probing, in 512 KB that stay in cache. Longer
-/// pieces go to a compact map, sharded so that counts merge a shard at a time (see `count_map.rs`);
-/// while a text is counted, the hot ones of up to 7 bytes are counted in a small table in front of it.
+/// arrays indexed by their bytes: no hashing and no probing, in 512 KB. Longer pieces go to a compact
+/// map, sharded so that counts merge a shard at a time (see `count_map.rs`). While a text is counted,
+/// the hot pieces of up to 7 bytes, of one and two bytes too, are counted in a table in front of both
+/// (`Front`, 1 MB, allocated when the counts first count a text).
 #[derive(Clone, Debug)]
 pub struct PreTokenCounts {
     /// `short[b]` counts the piece `[b]`; `short[256 + (b0 << 8 | b1)]` the piece `[b0, b1]`.
@@ -48,7 +50,7 @@ const SHORT_SLOTS: usize = 256 + 65536;
 impl Default for PreTokenCounts {
     /// Empty counts; panics where [`Self::new`] fails.
     fn default() -> Self {
-        Self::new().expect("576 KB for the counts of short and hot pre-tokens")
+        Self::new().expect("512 KB for the counts of short pre-tokens")
     }
 }
 
@@ -82,7 +84,7 @@ impl PreTokenCounts {
         Ok(PreTokenCounts {
             short: try_vec(0, SHORT_SLOTS).map_err(|e| e.named(COUNTS))?,
             long: CountMap::default(),
-            front: Front::new().map_err(|e| e.named(COUNTS))?,
+            front: Front::default(),
             bytes: 0,
             special_occurrences: 0,
         })
@@ -236,11 +238,11 @@ impl PreTokenCounts {
         Ok(())
     }
 
-    /// Moves the counts that [`count_record`] left in the table in front of the map into the map;
-    /// fails, with some moved, when the map cannot grow.
+    /// Moves the counts that [`count_record`] left in the table in front of the map into the map and
+    /// the array of short pieces; fails, with some moved, when the map cannot grow.
     pub(crate) fn flush(&mut self) -> Result<()> {
         self.long
-            .flush_front(&mut self.front)
+            .flush_front(&mut self.front, &mut self.short)
             .map_err(|e| e.named(COUNTS))
     }
 
@@ -294,23 +296,35 @@ fn count_pieces(
     specials: &SpecialTokens,
     counts: &mut PreTokenCounts,
 ) -> std::result::Result<(), AllocError> {
-    // Pieces of three bytes or more that the front table does not count are counted AHEAD pieces after
-    // their slot is prefetched: the lookups of a large table miss the cache, and so several misses are
-    // in flight at once.
+    // Pieces of up to `SMALL_KEY` bytes go to the front table first, on one path whatever their length.
+    // Those of three bytes or more that it does not count are counted AHEAD pieces after their slot in
+    // the map is prefetched: the lookups of a large table miss the cache, and so several misses are in
+    // flight at once.
     const AHEAD: usize = 16;
     let mut queue = [Prefetched::NONE; AHEAD];
     let (mut queued, mut head) = (0, 0);
+    counts.front.ready()?;
+    let bytes = text.as_bytes();
     for segment in specials.split(text) {
         match segment {
             Segment::Text(part) => {
                 for piece in pretokenize(part) {
-                    let piece = piece.as_bytes();
-                    if let Some(slot) = short_slot(piece) {
-                        counts.short[slot] += 1;
-                        continue;
-                    }
-                    let Some(next) = counts.long.count_in_front(&mut counts.front, piece) else {
-                        continue;
+                    let len = piece.len();
+                    let next = if len <= SMALL_KEY {
+                        // The piece's offset in `text`, so that its key is read in place.
+                        let start = piece.as_ptr() as usize - bytes.as_ptr() as usize;
+                        // SAFETY: the piece is a part of `part`, itself a part of `text`.
+                        let key = unsafe { small_key(bytes, start, len) };
+                        match counts.long.count_in_front(&mut counts.front, key) {
+                            None => continue,
+                            Some(FrontMiss::Short(slot)) => {
+                                counts.short[slot] += 1;
+                                continue;
+                            }
+                            Some(FrontMiss::Map(next)) => next,
+                        }
+                    } else {
+                        counts.long.prefetch_long(piece.as_bytes())
                     };
                     if queued == AHEAD {
                         counts.long.add_prefetched(queue[head])?;
@@ -472,6 +486,7 @@ pub fn count_files<P: AsRef<Path> + Sync>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::count_map::{short_slot_of, FRONT_SLOTS};
     use super::*;
 
     #[test]
@@ -581,23 +596,43 @@ mod tests {
     }
 
     #[test]
+    fn short_slots_of_keys_are_the_slots_of_their_pieces() {
+        let pieces = (0..=255u8)
+            .map(|b| vec![b])
+            .chain((0..=0xFFFFu16).map(|w| w.to_be_bytes().to_vec()))
+            .chain([b"abc".to_vec(), b"abcdefg".to_vec()]);
+        for piece in pieces {
+            // SAFETY: the piece is all of the text.
+            let key = unsafe { small_key(&piece, 0, piece.len()) };
+            assert_eq!(short_slot_of(key), short_slot(&piece), "{piece:?}");
+        }
+    }
+
+    #[test]
     fn the_front_table_loses_no_count() {
         // Far more distinct short keys than the front table has slots, so that keys share slots: hot
-        // ones (every tenth piece), keys seen once, keys seen twice apart, and long keys; counted in two
-        // texts, each of which empties the front table.
-        // Numbers as letters, so that each piece is one pre-token.
-        let letters = |s: String| {
-            s.bytes()
-                .map(|b| (b - b'0' + b'a') as char)
-                .collect::<String>()
+        // ones (every tenth piece), pieces of one and two bytes (which the front table passes on to
+        // their array), keys seen once, keys seen twice apart, and long keys; counted in two texts,
+        // each of which empties the front table.
+        // Numbers as letters, so that each piece is one pre-token: `i` in base 26, up to 6 letters.
+        let letters = |mut i: usize| {
+            let mut s = String::new();
+            loop {
+                s.push((b'a' + (i % 26) as u8) as char);
+                i /= 26;
+                if i == 0 {
+                    return s;
+                }
+            }
         };
         let piece = |i: usize| match i % 10 {
-            0 => format!(" h{}", letters((i % 70).to_string())),
-            1..=6 => format!(" k{}", letters(i.to_string())),
-            7 | 8 => format!(" t{}", letters((i / 1000).to_string())),
-            _ => format!(" long{}", letters(format!("{i:012}"))),
+            0 => format!(" h{}", letters(i % 70)),
+            1 => format!("{}{}", [",", ";", ".", " x"][i / 10 % 4], letters(i % 3)),
+            2..=6 => format!(" {}", letters(i)),
+            7 | 8 => format!(" t{}", letters(i / 1000)),
+            _ => format!(" long{}", letters(i << 20)),
         };
-        let text: String = (0..60_000).map(piece).collect();
+        let text: String = (0..800_000).map(piece).collect();
         let specials = SpecialTokens::new::<&str>(&[]).unwrap();
         let mut counts = PreTokenCounts::default();
         let half = text.len() / 2;
@@ -612,8 +647,11 @@ mod tests {
         for (piece, &n) in &expected {
             assert_eq!(counts.get(piece), n, "{:?}", String::from_utf8_lossy(piece));
         }
-        // The hot keys repeat hundreds of times in each text.
+        // The hot keys repeat hundreds of times in each text, and the short pieces thousands.
         assert!(expected[&b" ha"[..]] > 800);
+        assert!(expected[&b","[..]] > 10_000);
+        let short_keys = expected.keys().filter(|p| p.len() <= SMALL_KEY).count();
+        assert!(short_keys > 4 * FRONT_SLOTS, "{short_keys}");
     }
 
     #[test]
