@@ -321,7 +321,7 @@ const SMALL_ENTRIES: usize = 16384;
 /// `MAX_ID_GAP` (`Encoder::new` checks), far below `u32::MAX`.
 const NO_ID: u32 = u32::MAX;
 
-/// The [`InlineKey`] of the piece whose [`small_key`] is `key`: its bytes, the length taken off.
+/// The [`InlineKey`] of the piece whose [`small_key`](crate::bytes_map::small_key) is `key`: its bytes, the length taken off.
 #[inline(always)]
 pub(super) fn inline_key_of(key: u64) -> InlineKey {
     InlineKey::of_word(key & (u64::MAX >> 8), (key >> 56) as usize)
@@ -330,7 +330,7 @@ pub(super) fn inline_key_of(key: u64) -> InlineKey {
 /// 16 bytes: four to a cache line.
 #[derive(Clone, Copy)]
 struct SmallEntry {
-    /// The piece's [`small_key`]; 0 in an empty entry.
+    /// The piece's [`small_key`](crate::bytes_map::small_key); 0 in an empty entry.
     key: u64,
     /// Its ids, the second [`NO_ID`] when there is one.
     ids: [u32; 2],
@@ -405,7 +405,7 @@ mod tests {
     use super::*;
     use crate::bytes_map::small_key;
 
-    /// [`small_key`], its piece checked to be in `text`.
+    /// [`small_key`](crate::bytes_map::small_key), its piece checked to be in `text`.
     fn key_at(text: &[u8], start: usize, len: usize) -> u64 {
         assert!(start + len <= text.len());
         // SAFETY: checked above.

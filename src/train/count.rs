@@ -39,7 +39,8 @@ pub struct PreTokenCounts {
     /// `short[b]` counts the piece `[b]`; `short[256 + (b0 << 8 | b1)]` the piece `[b0, b1]`.
     short: Vec<u64>,
     long: CountMap,
-    /// Empty but while [`count_text`] runs.
+    /// Empty but while [`count_text`] runs, and between the records [`count_record`] counts until
+    /// [`Self::flush`]; not allocated before the first text.
     front: Front,
     bytes: u64,
     special_occurrences: u64,
@@ -313,7 +314,10 @@ fn count_pieces(
                     let next = if len <= SMALL_KEY {
                         // The piece's offset in `text`, so that its key is read in place.
                         let start = piece.as_ptr() as usize - bytes.as_ptr() as usize;
-                        // SAFETY: the piece is a part of `part`, itself a part of `text`.
+                        debug_assert!(len > 0 && start + len <= bytes.len());
+                        // SAFETY: `pretokenize` yields parts of `part`, never empty, and
+                        // `specials.split` parts of `text`, so the piece lies within `text`:
+                        // `start + len <= text.len()`, as `small_key` requires.
                         let key = unsafe { small_key(bytes, start, len) };
                         match counts.long.count_in_front(&mut counts.front, key) {
                             None => continue,
@@ -486,7 +490,7 @@ pub fn count_files<P: AsRef<Path> + Sync>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::count_map::{short_slot_of, FRONT_SLOTS};
+    use super::super::count_map::{front_slot_of, short_slot_of, FRONT_SLOTS};
     use super::*;
 
     #[test]
@@ -609,12 +613,45 @@ mod tests {
     }
 
     #[test]
+    fn short_pieces_evicted_blocked_or_flushed_keep_their_counts() {
+        // A piece of two bytes and one of five that share a slot of the front table.
+        let slot = |p: &[u8]| {
+            // SAFETY: the piece is all of the text.
+            front_slot_of(unsafe { small_key(p, 0, p.len()) })
+        };
+        let two = " q";
+        let five = (0..26u32.pow(4))
+            .map(|i| {
+                let letter = |k: u32| (b'a' + (i / 26u32.pow(k) % 26) as u8) as char;
+                format!(" {}{}{}{}", letter(0), letter(1), letter(2), letter(3))
+            })
+            .find(|w| slot(w.as_bytes()) == slot(two.as_bytes()))
+            .unwrap();
+        let specials = SpecialTokens::new::<&str>(&[]).unwrap();
+        // Evicted by the longer piece; passed on while a repeated piece holds the slot; flushed from
+        // the slot twice; evicted, then taking the slot back from the piece that evicted it.
+        for (pieces, twos, fives) in [
+            (vec![two, &five], 1, 1),
+            (vec![&five, &five, two], 1, 2),
+            (vec![two, two], 2, 0),
+            (vec![two, &five, two], 2, 1),
+        ] {
+            let text = pieces.concat();
+            let mut counts = PreTokenCounts::new().unwrap();
+            count_text(&text, &specials, &mut counts).unwrap();
+            assert_eq!(counts.get(two.as_bytes()), twos, "{text:?}");
+            assert_eq!(counts.get(five.as_bytes()), fives, "{text:?}");
+            assert_eq!(counts.len(), 1 + (fives > 0) as usize, "{text:?}");
+        }
+    }
+
+    #[test]
     fn the_front_table_loses_no_count() {
         // Far more distinct short keys than the front table has slots, so that keys share slots: hot
-        // ones (every tenth piece), pieces of one and two bytes (which the front table passes on to
-        // their array), keys seen once, keys seen twice apart, and long keys; counted in two texts,
-        // each of which empties the front table.
-        // Numbers as letters, so that each piece is one pre-token: `i` in base 26, up to 6 letters.
+        // ones (every tenth piece), hot pieces of one and two bytes (which the front table passes on
+        // to their array), keys seen once, keys seen every thousand pieces for a while, and long keys;
+        // counted in two texts, each of which empties the front table.
+        // Numbers as letters, so that each piece is one pre-token: `i` in base 26.
         let letters = |mut i: usize| {
             let mut s = String::new();
             loop {
@@ -627,7 +664,12 @@ mod tests {
         };
         let piece = |i: usize| match i % 10 {
             0 => format!(" h{}", letters(i % 70)),
-            1 => format!("{}{}", [",", ";", ".", " x"][i / 10 % 4], letters(i % 3)),
+            // " x" then "," are two pieces, of two bytes and one.
+            1 => format!(
+                "{}{}",
+                [" x", " y", " z", "\t"][i / 10 % 4],
+                [",", ";", "."][i % 3]
+            ),
             2..=6 => format!(" {}", letters(i)),
             7 | 8 => format!(" t{}", letters(i / 1000)),
             _ => format!(" long{}", letters(i << 20)),
@@ -650,6 +692,7 @@ mod tests {
         // The hot keys repeat hundreds of times in each text, and the short pieces thousands.
         assert!(expected[&b" ha"[..]] > 800);
         assert!(expected[&b","[..]] > 10_000);
+        assert!(expected[&b" x"[..]] > 10_000);
         let short_keys = expected.keys().filter(|p| p.len() <= SMALL_KEY).count();
         assert!(short_keys > 4 * FRONT_SLOTS, "{short_keys}");
     }

@@ -1,4 +1,5 @@
-//! [`CountMap`]: the counts of pre-tokens of three bytes or more, compact, in shards.
+//! [`CountMap`]: the counts of pre-tokens of three bytes or more, compact, in shards; and [`Front`],
+//! the table of hot pre-tokens that counting puts in front of it and of the array of short ones.
 //!
 //! Counting a large corpus holds every distinct pre-token once per thread until the threads' counts are
 //! merged, so the bytes a key costs bound the corpus one machine can count, and the cache misses a
@@ -378,7 +379,8 @@ impl Default for CountMap {
     }
 }
 
-/// A key whose slot is on its way into the cache ([`CountMap::prefetch`]), and the count to add to it.
+/// A key whose slot is on its way into the cache ([`CountMap::prefetch_long`],
+/// [`CountMap::count_in_front`]), and the count to add to it.
 #[derive(Clone, Copy)]
 pub(super) struct Prefetched<'k> {
     key: Key,
@@ -395,10 +397,10 @@ impl Prefetched<'_> {
     };
 }
 
-/// How many keys the [`Front`] table holds: 1 MB. Larger measured faster up to here (counting 100 MB of
-/// C code on one core: 4,096 slots 296 MB/s, 16,384 355, 65,536 434, 131,072 no faster), though it
-/// leaves the core's L2 cache: a hit waits longer, but each key it keeps out of the map saves a lookup
-/// in a table of millions of keys.
+/// How many keys the [`Front`] table holds: 1 MB of slots. Larger measured faster up to here (counting
+/// 100 MB of C code on one core: 4,096 slots 294–304 MB/s, 16,384 352–358, 65,536 427–440; 131,072 made
+/// training no faster), though it leaves the core's L2 cache: a hit waits longer, but each key it keeps
+/// out of the map saves a lookup in a table of millions of keys.
 pub(super) const FRONT_SLOTS: usize = 1 << 16;
 
 /// The counts of the hot pre-tokens of up to [`SMALL_KEY`] bytes of one text (or of a thread's
@@ -408,19 +410,33 @@ pub(super) const FRONT_SLOTS: usize = 1 << 16;
 /// 4 KB pages, a walk of the page tables. Most occurrences are of a few thousand pre-tokens (Zipf's
 /// law), so a direct-mapped table in front of the map counts them in cache, and the map sees each of
 /// them once per text ([`CountMap::flush_front`]). A key seen once so far gives its slot up to the next
-/// key that lands there (its count goes to the map), so the table fills with keys that repeat. Pieces of
-/// one and two bytes go through it too, though their own array would count them without it: one path
-/// for every piece of up to [`SMALL_KEY`] bytes spares the branch on the piece's length, which nothing
-/// predicts (about one mispredicted branch a piece on C code before, cachegrind). Empty between texts,
-/// so nothing but counting ever sees it; records are the exception (`count_record` in `count.rs`),
-/// flushed once their thread is done. Allocated when a text is first counted: counts that only hold
-/// results (merged, loaded) never need it.
-#[derive(Clone, Debug, Default)]
+/// key that lands there (its count goes to the map or the array), so the table fills with keys that
+/// repeat. Pieces of one and two bytes go through it too, though their own array would count them
+/// without it: one path for every piece of up to [`SMALL_KEY`] bytes spares the branches among their
+/// lengths, which nothing predicts (about one mispredicted branch a piece on C code before,
+/// cachegrind). Empty between texts, so nothing but counting ever sees it; records are the exception
+/// (`count_record` in `count.rs`), flushed once their thread is done. 1.25 MB (the slots and the list of
+/// those in use), allocated when a text is first counted: counts only merged or loaded never allocate
+/// it, and a copy of counts whose table is empty does not copy it.
+#[derive(Debug, Default)]
 pub(super) struct Front {
     /// [`FRONT_SLOTS`] slots once allocated ([`Self::ready`]), none before.
     slots: Vec<Slot>,
     /// The slots in use.
     used: Vec<u32>,
+}
+
+impl Clone for Front {
+    /// An empty table is not copied (it holds nothing, and [`Front::ready`] makes one when needed).
+    fn clone(&self) -> Front {
+        match self.used.is_empty() {
+            true => Front::default(),
+            false => Front {
+                slots: self.slots.clone(),
+                used: self.used.clone(),
+            },
+        }
+    }
 }
 
 impl Front {
@@ -447,6 +463,20 @@ pub(super) fn short_slot_of(key: u64) -> Option<usize> {
         2 => Some(256 + (b0 << 8 | b1)),
         _ => None,
     }
+}
+
+/// The slot of `key` in the [`Front`] table: bits of its hash that neither the shard (the top ones)
+/// nor the home slot (the low 32) use.
+#[inline(always)]
+fn front_slot(key: &Key) -> usize {
+    (key.hash >> 40) as usize % FRONT_SLOTS
+}
+
+/// The slot in the [`Front`] table of the piece whose [`small_key`](crate::bytes_map::small_key) is
+/// `word` (for the tests, which make pieces share one).
+#[cfg(test)]
+pub(super) fn front_slot_of(word: u64) -> usize {
+    front_slot(&Key::of_inline(word))
 }
 
 /// Where the count of a key goes that the [`Front`] table did not take.
@@ -488,14 +518,13 @@ impl CountMap {
         }
     }
 
-    /// Counts one occurrence of the piece whose [`small_key`](crate::bytes_map::small_key) is `word` in `front` when it can;
-    /// otherwise says where its count, or the count of the key it took the slot of, goes. `front` must
-    /// be [`Front::ready`].
+    /// Counts one occurrence of the piece whose [`small_key`](crate::bytes_map::small_key) is `word`
+    /// in `front` when it can; otherwise says where its count, or the count of the key it took the slot
+    /// of, goes. `front` must be [`Front::ready`].
     #[inline(always)]
     pub(super) fn count_in_front(&self, front: &mut Front, word: u64) -> Option<FrontMiss> {
         let key = Key::of_inline(word);
-        // Bits of the hash that neither the shard (the top ones) nor the home slot (the low 32) use.
-        let i = (key.hash >> 40) as usize % FRONT_SLOTS;
+        let i = front_slot(&key);
         let slot = &mut front.slots[i];
         if slot.key == word {
             slot.count += 1;
@@ -562,7 +591,7 @@ impl CountMap {
         result
     }
 
-    /// [`Self::add`] for what [`Self::prefetch`] or [`Self::count_in_front`] made.
+    /// [`Self::add`] for what [`Self::prefetch_long`] or [`Self::count_in_front`] made.
     #[inline]
     pub(super) fn add_prefetched(&mut self, key: Prefetched<'_>) -> Result<(), AllocError> {
         self.add_key(key.key, key.bytes, key.count)
