@@ -174,25 +174,29 @@ def measure_rounds(
     machine's load falls on all of them alike. Returns each tool's median wall time and highest peak RSS
     (or its first failure, after which it is not run again), and each tool's wall time per round."""
     walls: dict[str, list[float]] = {tool: [] for tool in tools}
-    results: dict[str, Result] = {}
-    for tool in tools:
-        if importlib.util.find_spec(MODULES[tool]) is None:
-            results[tool] = Result(error="not installed")
+    rss: dict[str, float] = {tool: 0.0 for tool in tools}
+    merges: dict[str, int] = {}
+    failed = {
+        tool: Result(error="not installed")
+        for tool in tools
+        if importlib.util.find_spec(MODULES[tool]) is None
+    }
     for _ in range(rounds):
         for tool in tools:
-            if tool in results and results[tool].error:
+            if tool in failed:
                 continue
             r = run_once(tool, path, vocab_size, tmp / f"{name}-{tool}.hex", timeout)
             if r.error:
-                results[tool] = r
+                failed[tool] = r
                 continue
             walls[tool].append(r.seconds)
-            kept = results.get(tool)
-            results[tool] = Result(
-                seconds=statistics.median(walls[tool]),
-                rss_mb=max(r.rss_mb, kept.rss_mb if kept else 0.0),
-                merges=r.merges,
-            )
+            rss[tool] = max(rss[tool], r.rss_mb)
+            merges[tool] = r.merges
+    results = {
+        tool: failed.get(tool)
+        or Result(seconds=statistics.median(walls[tool]), rss_mb=rss[tool], merges=merges[tool])
+        for tool in tools
+    }
     return results, walls
 
 
