@@ -321,7 +321,8 @@ const SMALL_ENTRIES: usize = 16384;
 /// `MAX_ID_GAP` (`Encoder::new` checks), far below `u32::MAX`.
 const NO_ID: u32 = u32::MAX;
 
-/// The [`InlineKey`] of the piece whose [`small_key`](crate::bytes_map::small_key) is `key`: its bytes, the length taken off.
+/// The [`InlineKey`] of the piece whose [`small_key`](crate::bytes_map::small_key) is `key`: its
+/// bytes, the length taken off.
 #[inline(always)]
 pub(super) fn inline_key_of(key: u64) -> InlineKey {
     InlineKey::of_word(key & (u64::MAX >> 8), (key >> 56) as usize)

@@ -33,7 +33,7 @@ use crate::threads::run_on_threads;
 /// arrays indexed by their bytes: no hashing and no probing, in 512 KB. Longer pieces go to a compact
 /// map, sharded so that counts merge a shard at a time (see `count_map.rs`). While a text is counted,
 /// the hot pieces of up to 7 bytes, of one and two bytes too, are counted in a table in front of both
-/// (`Front`, 1 MB, allocated when the counts first count a text).
+/// (`Front`, 1.25 MB, allocated when the counts first count a text).
 #[derive(Clone, Debug)]
 pub struct PreTokenCounts {
     /// `short[b]` counts the piece `[b]`; `short[256 + (b0 << 8 | b1)]` the piece `[b0, b1]`.
