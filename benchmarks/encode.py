@@ -19,7 +19,9 @@ Sections (MB = 1e6 bytes of UTF-8 input):
   characters. The child is pinned to CPU 0 (``taskset -c 0``, else ``sched_setaffinity``) so that a
   tool's internal thread pool cannot use a second core and the scheduler cannot migrate it. bytepair's
   ``encode_to_numpy`` has its own row (``bytepair encode_to_numpy``): gigatoken's ``encode`` returns a
-  NumPy array, bytepair's and tiktoken's a list.
+  NumPy array, bytepair's and tiktoken's a list. So has gigatoken's ``encode`` of the same text as
+  ``bytes`` (``gigatoken bytes``, the UTF-8 made before the timed call): its ``str`` call spends a sixth
+  of its time in CPython's UTF-8 encoder, so this row is its engine's speed. bytepair takes only ``str``.
 - ``files``: a whole file on all cores: bytepair ``encode_file`` (to a ``.npy``), gigatoken ``encode_files``
   (ids in memory), and for tiktoken ``encode_ordinary_batch`` / HF ``encode_batch`` the timed work also
   includes reading the file, splitting it into documents at
@@ -87,6 +89,8 @@ STREAM_REFERENCE = "bytepair encode"
 # bytepair's row for encode_to_numpy in the sections of one call: ids as an array, as gigatoken returns
 # them, where encode (and tiktoken's encode) return a list.
 NUMPY_ROW = "bytepair encode_to_numpy"
+# gigatoken's row for its encode of the text as bytes, in the single section (see the docstring).
+BYTES_ROW = "gigatoken bytes"
 EOT = "<|endoftext|>"
 SAMPLE_BYTES = 20_000_000
 STREAM_BYTES = 200_000_000  # the tokenizer issue's streaming bound is for a 200 MB file
@@ -233,6 +237,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     encode = encode_numpy if spec.get("numpy") else ENCODE_ONE[tool]
     if spec["section"] == "single":
         text = read_prefix(path, SAMPLE_BYTES)
+        if spec.get("utf8"):
+            data = text.encode("utf-8")
+            return {**timed(lambda: tok.encode(data)), "bytes": len(data)}
         return {**timed(lambda: encode(tok, text)), "bytes": len(text.encode("utf-8"))}
     if spec["section"] == "short":
         messages = short_messages(path)
@@ -509,6 +516,9 @@ def main() -> None:
                     if "bytepair" in specs and section in ("single", "short"):
                         specs[NUMPY_ROW] = {**spec, "tool": "bytepair", "numpy": True}
                         tools.insert(tools.index("bytepair") + 1, NUMPY_ROW)
+                    if "gigatoken" in specs and section == "single":
+                        specs[BYTES_ROW] = {**spec, "tool": "gigatoken", "utf8": True}
+                        tools.insert(tools.index("gigatoken") + 1, BYTES_ROW)
                 if "bytepair" not in installed:
                     specs = {t: s for t, s in specs.items() if s["tool"] != "bytepair"}
                 results = interleaved(specs, args.repeat, args.timeout, base)
