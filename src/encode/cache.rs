@@ -30,6 +30,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
+use super::batch::{push_first, Batched};
 use super::merge::{LongMerge, ShortMerge};
 use super::table::{MergeCache, SizedByText};
 use crate::bytes_map::{BytesMap, InlineKey, SMALL_KEY};
@@ -40,6 +41,8 @@ use crate::error::{try_push, try_vec, AllocError};
 pub(crate) struct CacheCap {
     pub(super) pieces: usize,
     pub(super) ids: usize,
+    /// The most sets of a [`Batched`] table of pieces (64 bytes each); 0 for none.
+    pub(super) table_sets: usize,
 }
 
 impl CacheCap {
@@ -49,12 +52,14 @@ impl CacheCap {
     pub(crate) const CALL: CacheCap = CacheCap {
         pieces: 1 << 17,
         ids: 1 << 20,
+        table_sets: 0,
     };
 
     /// For streams (`encode_prefix`), whose growth in memory must stay small. About 1.5 MB when full.
     pub(crate) const STREAM: CacheCap = CacheCap {
         pieces: 1 << 14,
         ids: 1 << 17,
+        table_sets: 0,
     };
 
     /// For the worker threads of `encode_file` and `encode_dataset`: gigabytes of text, whose distinct
@@ -62,9 +67,14 @@ impl CacheCap {
     /// recent pieces answer the common words anyway. A small cache, in L2, measured faster than
     /// [`Self::CALL`]'s: `s2`'s token shards at 0.97 of gigatoken's speed against 0.90, `encode_file`
     /// on prose 294 against 274 MB/s and on all of code_c 478 against 466 (the same rounds).
+    ///
+    /// They also look pieces up in a [`Batched`] table of up to 262,144 sets (16 MB, 524,288 pieces),
+    /// which holds the long tail of web text that the small cache and the recent pieces cannot: `s2`'s
+    /// token shards at 1.30 of gigatoken's speed against 1.05 without it (the same rounds).
     pub(crate) const WORKER: CacheCap = CacheCap {
         pieces: 1 << 14,
         ids: 1 << 17,
+        table_sets: 1 << 18,
     };
 }
 
@@ -78,6 +88,9 @@ pub(crate) struct Scratch {
     pub(super) merge_cache: MergeCache,
     pub(super) recent: RecentPieces,
     pub(super) small: SmallPieces,
+    /// The workers' table of pieces, looked up in batches; `None` for calls and streams. Taken out
+    /// while a text is encoded with it (`Encoder::encode_with`).
+    pub(super) batched: Option<Box<Batched>>,
     pub(super) cache: BytesMap<(u32, u32)>,
     pub(super) cached_ids: Vec<u32>,
     /// The ids of a short text, for [`super::Encoder::encode_then`]: reused, so that a call of a few
@@ -92,7 +105,7 @@ pub(crate) struct Scratch {
 
 impl Scratch {
     /// Sized for texts of about `text_len` bytes, its cache bounded by `cap`; fails when its tables
-    /// cannot be allocated (up to 600 KB).
+    /// cannot be allocated (up to 600 KB, and a worker's table of pieces: [`CacheCap::WORKER`]).
     pub(crate) fn for_text(text_len: usize, cap: CacheCap) -> Result<Scratch, AllocError> {
         Ok(Scratch {
             short: ShortMerge::new()?,
@@ -100,6 +113,10 @@ impl Scratch {
             merge_cache: MergeCache::for_text(text_len)?,
             recent: RecentPieces::for_text(text_len)?,
             small: SmallPieces::for_text(text_len)?,
+            batched: match cap.table_sets {
+                0 => None,
+                most => Some(Batched::new(Batched::sets_for(text_len, most))?),
+            },
             cache: BytesMap::default(),
             cached_ids: Vec::new(),
             #[cfg(any(feature = "python", test))]
@@ -288,26 +305,6 @@ impl RecentPieces {
         for (slot, &id) in e.ids.iter_mut().zip(ids) {
             *slot = id;
         }
-    }
-}
-
-/// Appends the first `n` (at most `N`) of `ids` to `out`. Where `out` has room for all `N`, it writes
-/// them all and then sets the length, which costs no branch on `n`: the tables of recent pieces answer
-/// most pieces so, and their number of ids changes from piece to piece, which the branch predictor
-/// rarely guesses.
-#[inline(always)]
-fn push_first<const N: usize>(out: &mut Vec<u32>, ids: &[u32; N], n: usize) {
-    debug_assert!(n <= N);
-    if out.capacity() - out.len() >= N {
-        // SAFETY: there is room for N more ids past the length, and the n <= N ids kept are
-        // initialized by the write.
-        unsafe {
-            let end = out.as_mut_ptr().add(out.len());
-            std::ptr::write_unaligned(end.cast::<[u32; N]>(), *ids);
-            out.set_len(out.len() + n);
-        }
-    } else {
-        out.extend_from_slice(&ids[..n]);
     }
 }
 

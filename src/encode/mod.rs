@@ -21,6 +21,7 @@
 //! ([`Encoder::encode_prefix`]), on the caches, or on the number of threads; an encoder is immutable
 //! once built (its caches are behind a pool), so one instance serves many threads.
 
+mod batch;
 pub(crate) mod cache;
 pub(crate) mod file;
 mod merge;
@@ -37,6 +38,7 @@ use crate::huge_pages;
 use crate::pretokenize::pretokenize;
 use crate::special::{Segment, SpecialTokens};
 use crate::threads::{run_on_threads, thread_count};
+use batch::{Batched, BATCH, TABLE_PIECE};
 use cache::{inline_key_of, CacheCap, Scratch, ScratchPool, SMALL_PIECE};
 use merge::LONG_PIECE;
 use table::{MergeTable, NO_MERGE};
@@ -255,18 +257,66 @@ impl Encoder {
         for segment in self.specials.split(text) {
             match segment {
                 Segment::Special(i) => out.push(self.special_ids[i]),
-                Segment::Text(part) => {
-                    for piece in pretokenize(part) {
-                        // The piece's offset in `text`, so that its key can be read in place.
-                        let start = piece.as_ptr() as usize - bytes.as_ptr() as usize;
-                        // SAFETY: the piece is a part of `part`, itself a part of `text`.
-                        unsafe { self.encode_piece(bytes, start, piece.len(), out, scratch) }
-                            .map_err(|e| e.named("merging a long pre-token"))?;
+                Segment::Text(part) => match scratch.batched.take() {
+                    Some(mut batched) => {
+                        let encoded = self.encode_batched(bytes, part, out, scratch, &mut batched);
+                        scratch.batched = Some(batched);
+                        encoded.map_err(|e| e.named("merging a long pre-token"))?;
                     }
-                }
+                    None => {
+                        for piece in pretokenize(part) {
+                            // The piece's offset in `text`, so that its key can be read in place.
+                            let start = piece.as_ptr() as usize - bytes.as_ptr() as usize;
+                            // SAFETY: the piece is a part of `part`, itself a part of `text`.
+                            unsafe { self.encode_piece(bytes, start, piece.len(), out, scratch) }
+                                .map_err(|e| e.named("merging a long pre-token"))?;
+                        }
+                    }
+                },
             }
         }
         Ok(())
+    }
+
+    /// Appends the ids of `part`, a part of `text` without special tokens, a batch of pieces at a time
+    /// through the worker's table of pieces ([`batch`]); pieces it does not hold take the way of
+    /// [`Self::encode_piece`] without its tables of recent pieces, and are then kept in it. `out` must
+    /// have room for an id per byte of `part`. Fails only when merging a long piece runs out of memory.
+    fn encode_batched(
+        &self,
+        text: &[u8],
+        part: &str,
+        out: &mut Vec<u32>,
+        scratch: &mut Scratch,
+        batched: &mut Batched,
+    ) -> std::result::Result<(), AllocError> {
+        let mut pieces = pretokenize(part);
+        loop {
+            let n = batched.fill(text, &mut pieces);
+            for k in 0..n {
+                let (start, len) = batched.piece(k);
+                if len > TABLE_PIECE {
+                    // SAFETY: the piece is a part of `part`, itself a part of `text`.
+                    unsafe { self.encode_piece(text, start, len, out, scratch) }?;
+                    continue;
+                }
+                if batched.push_hit(k, out) {
+                    continue;
+                }
+                let before = out.len();
+                // SAFETY: as above.
+                let piece = unsafe { text.get_unchecked(start..start + len) };
+                if !self.encode_bytes(piece, out) {
+                    // SAFETY: as above.
+                    let key = unsafe { InlineKey::at(text, start, len) };
+                    self.encode_unseen(piece, &key, out, scratch)?;
+                }
+                batched.insert(k, &out[before..]);
+            }
+            if n < BATCH {
+                return Ok(());
+            }
+        }
     }
 
     /// Encodes the longest prefix of `text` that ends where a cut is safe (all of it when `last`), and
@@ -748,6 +798,56 @@ mod tests {
     }
 
     #[test]
+    fn the_workers_table_of_pieces_gives_the_ids_of_one_piece_at_a_time() {
+        // Words of every length around the table's longest piece, that merge to one id or to several
+        // (more than an entry holds), letters that are not ASCII, long runs, and a special token; a
+        // text's last pieces have fewer than 16 bytes after their start.
+        let training =
+            "the then thence thenceforth abcdefghijklmno abcdefghijklmnop 1234567 ".repeat(50);
+        let words = [
+            "the",
+            " then",
+            "thence",
+            " thenceforth",
+            "abcdefghijklmno",
+            " abcdefghijklmno",
+            "abcdefghijklmnop",
+            "abcdefghijklmnopq",
+            "1234567",
+            " 123456789012345",
+            "a",
+            "é",
+            "日本語",
+            "  ",
+            "\n",
+            "'s",
+            "!!",
+            "x",
+            "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+            "<|endoftext|>",
+            // Pieces that differ only in trailing zero bytes, and one whose bytes are all zero: the
+            // length in the key tells them apart, and from an empty way.
+            "\0",
+            "\0\0",
+            "a\0",
+            " a\0\0",
+        ];
+        let e = trained_encoder_with(&training, 256 + 120, &["<|endoftext|>"]);
+        // 32 sets, so that pieces evict each other, with a batch's worth of pieces and more in a text.
+        let mut worker = Scratch::for_text(0, CacheCap::WORKER).unwrap();
+        assert_eq!(worker.batched.as_ref().unwrap().sets(), 32);
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        for round in 0..300 {
+            let text: String = (0..xorshift(&mut seed) % 700)
+                .map(|_| words[xorshift(&mut seed) as usize % words.len()])
+                .collect();
+            let mut ids = Vec::new();
+            e.encode_with(&text, &mut ids, &mut worker).unwrap();
+            assert_eq!(ids, encode(&e, &text), "round {round}: {text:?}");
+        }
+    }
+
+    #[test]
     fn merges_apply_by_rank_and_specials_map_to_ids() {
         let e = encoder(
             &[b"ab", b"abc", b"bc"],
@@ -762,7 +862,12 @@ mod tests {
 
     /// An encoder of the vocabulary of `vocab_size` tokens trained on `text`.
     pub(super) fn trained_encoder(text: &str, vocab_size: usize) -> Encoder {
-        let specials = SpecialTokens::new::<&str>(&[]).unwrap();
+        trained_encoder_with(text, vocab_size, &[])
+    }
+
+    /// [`trained_encoder`] with special tokens.
+    fn trained_encoder_with(text: &str, vocab_size: usize, special: &[&str]) -> Encoder {
+        let specials = SpecialTokens::new(special).unwrap();
         let mut counts = crate::PreTokenCounts::default();
         crate::count_text(text, &specials, &mut counts).unwrap();
         let trained = crate::train_counts(&counts, vocab_size, &specials, &crate::Silent).unwrap();
@@ -773,7 +878,9 @@ mod tests {
             .iter()
             .map(|&(a, b)| (token(a), token(b)))
             .collect();
-        Encoder::new(&vocab, &merges, &[]).unwrap()
+        // The trained vocabulary holds the special tokens.
+        let special: Vec<String> = special.iter().map(|s| s.to_string()).collect();
+        Encoder::new(&vocab, &merges, &special).unwrap()
     }
 
     /// A small deterministic generator for test text.

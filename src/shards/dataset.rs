@@ -211,9 +211,18 @@ impl DatasetWork<'_, '_> {
         } = worker;
         let scratch = match scratch {
             Some(scratch) => scratch,
+            // Sized by a piece, or by all the inputs when they are smaller (as `encode_file` does).
             None => scratch.insert(
-                Scratch::for_text(options.chunk_size, CacheCap::WORKER)
-                    .map_err(|e| e.named("the encoder's caches"))?,
+                Scratch::for_text(
+                    match options.total_bytes {
+                        0 => options.chunk_size,
+                        all => options
+                            .chunk_size
+                            .min(usize::try_from(all).unwrap_or(usize::MAX)),
+                    },
+                    CacheCap::WORKER,
+                )
+                .map_err(|e| e.named("the encoder's caches"))?,
             ),
         };
         ids.clear();

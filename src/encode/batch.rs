@@ -1,0 +1,237 @@
+//! The worker threads' table of pieces ([`Batched`]): a large two-way table of pieces of up to
+//! [`TABLE_PIECE`] bytes and their ids, looked up a batch of [`BATCH`] pieces at a time.
+//!
+//! `encode_file` and `encode_dataset` run each worker over gigabytes, and in web text the distinct words
+//! keep coming (Heaps' law): the scratch's tables of recent pieces and its cache of merged pieces hold
+//! the common ones, and the long tail was merged again and again (100 MB of `s2`'s web-like text: 2.2M
+//! of its 26.2M pieces merged, each of them costing a few hundred nanoseconds). A table of hundreds of
+//! thousands of pieces holds that tail, but it spans megabytes, and looked up one piece at a time each
+//! lookup waits for memory about as long as merging the piece takes (larger caches of merged pieces
+//! measured slower). So the scanner's pieces are taken a batch at a time, as gigatoken does: each
+//! piece's key and set are computed and the set prefetched as the scanner finds it ([`Batched::fill`]),
+//! and the batch is then looked up in order ([`Batched::push_hit`]), by when most sets have arrived.
+//! The table is on 2 MB pages: on 4 KB pages its lookups also missed the TLB, and `encode_file` on C
+//! ran 5% slower than without the table, against 1% on 2 MB pages.
+//!
+//! Only the workers have one: a call's text is read once, mostly in less than the table takes to fill,
+//! and one call on 20 MB was no faster with a table of 4 MB, and slower on C (`benchmarks/README.md`,
+//! the eighteenth session).
+//!
+//! Invariants: an entry holds the ids of exactly the piece its key spells; a key is never all zero (its
+//! top byte is the piece's length), so an empty way matches nothing; entries are replaced whole, and
+//! losing one only costs time.
+
+use crate::error::AllocError;
+use crate::huge_pages;
+use crate::pretokenize::PreTokens;
+
+/// The longest piece the table holds: its bytes and its length fill a 128-bit key.
+pub(super) const TABLE_PIECE: usize = 15;
+
+/// The pieces looked up together: enough that a set prefetched when its piece is found has arrived when
+/// the piece is looked up.
+pub(super) const BATCH: usize = 256;
+
+/// The most ids an entry holds; pieces of more are not kept here.
+const ENTRY_IDS: usize = 3;
+
+/// Two ways of one cache line: a piece looked up touches one line.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Set {
+    /// Each way's key (see [`key_at`]); all zero when empty.
+    keys: [[u64; 2]; 2],
+    /// Each way's ids, up to [`ENTRY_IDS`], and their number last.
+    ids: [[u32; ENTRY_IDS + 1]; 2],
+}
+
+/// Masks of the first `len` bytes of a key's two words, for `len` from 0 to 15.
+const MASKS: [[u64; 2]; 16] = {
+    let mut masks = [[0u64; 2]; 16];
+    let mut len = 1;
+    while len < 16 {
+        masks[len][0] = if len >= 8 {
+            u64::MAX
+        } else {
+            u64::MAX >> (64 - 8 * len)
+        };
+        masks[len][1] = if len > 8 {
+            u64::MAX >> (128 - 8 * len)
+        } else {
+            0
+        };
+        len += 1;
+    }
+    masks
+};
+
+/// The key of the piece `text[start..start + len]`, `1 <= len <= TABLE_PIECE`: its bytes, zero-padded,
+/// with its length in the top byte. Reads 16 bytes in place where the text has them.
+///
+/// # Safety
+///
+/// `start + len` must be at most `text.len()`.
+#[inline(always)]
+unsafe fn key_at(text: &[u8], start: usize, len: usize) -> [u64; 2] {
+    debug_assert!((1..=TABLE_PIECE).contains(&len) && start + len <= text.len());
+    let words = if start + 16 <= text.len() {
+        // SAFETY: the 16 bytes from `start` are in `text`.
+        unsafe {
+            let at = text.as_ptr().add(start).cast::<u64>();
+            [at.read_unaligned(), at.add(1).read_unaligned()]
+        }
+    } else {
+        let mut bytes = [0u8; 16];
+        bytes[..len].copy_from_slice(&text[start..start + len]);
+        let (lo, hi) = bytes.split_at(8);
+        [
+            u64::from_ne_bytes(lo.try_into().expect("8 bytes")),
+            u64::from_ne_bytes(hi.try_into().expect("8 bytes")),
+        ]
+    };
+    let mask = MASKS[len & 15];
+    [
+        u64::from_le(words[0]) & mask[0],
+        u64::from_le(words[1]) & mask[1] | (len as u64) << 56,
+    ]
+}
+
+/// The table and the current batch: where each of its pieces starts, how long it is, its key and its
+/// set. One allocation per worker, reused for every text it encodes.
+pub(crate) struct Batched {
+    sets: Vec<Set>,
+    /// 64 minus log2 of the number of sets: a set is the top bits of a product.
+    shift: u32,
+    start: [usize; BATCH],
+    len: [usize; BATCH],
+    key: [[u64; 2]; BATCH],
+    set: [usize; BATCH],
+}
+
+impl Batched {
+    /// A table of `sets` sets (a power of two, 64 bytes each) and empty batch buffers.
+    pub(super) fn new(sets: usize) -> Result<Box<Batched>, AllocError> {
+        debug_assert!(sets.is_power_of_two());
+        // On 2 MB pages: a set per lookup, spread over megabytes, missed the TLB on 4 KB pages.
+        let mut table: Vec<Set> = Vec::new();
+        table
+            .try_reserve_exact(sets)
+            .map_err(|_| AllocError::of::<Set>(sets))?;
+        huge_pages::advise(table.as_ptr().cast(), sets * size_of::<Set>());
+        table.resize(sets, Set::default());
+        Ok(Box::new(Batched {
+            sets: table,
+            shift: 64 - sets.trailing_zeros(),
+            start: [0; BATCH],
+            len: [0; BATCH],
+            key: [[0; 2]; BATCH],
+            set: [0; BATCH],
+        }))
+    }
+
+    /// The sets for a worker that encodes chunks of `chunk` bytes: one per 16 bytes, from 32 up to
+    /// `most`.
+    pub(super) fn sets_for(chunk: usize, most: usize) -> usize {
+        (chunk / 16).next_power_of_two().clamp(32, most)
+    }
+
+    /// Takes up to [`BATCH`] more pieces of `text` from `pieces` (which must be pieces of `text`),
+    /// computes their keys and sets and prefetches the sets; returns how many it took (fewer only at
+    /// the end).
+    #[inline(always)]
+    pub(super) fn fill(&mut self, text: &[u8], pieces: &mut PreTokens<'_>) -> usize {
+        let mut n = 0;
+        while n < BATCH {
+            let Some(piece) = pieces.next() else { break };
+            let start = piece.as_ptr() as usize - text.as_ptr() as usize;
+            // A longer piece gets the key of its first bytes, never used: one path for all.
+            // SAFETY: the piece is a part of `text`, and so are its first bytes.
+            let key = unsafe { key_at(text, start, piece.len().min(TABLE_PIECE)) };
+            let set = ((key[0] ^ key[1].rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                >> self.shift) as usize;
+            self.prefetch(set);
+            self.start[n] = start;
+            self.len[n] = piece.len();
+            self.key[n] = key;
+            self.set[n] = set;
+            n += 1;
+        }
+        n
+    }
+
+    /// The number of sets.
+    #[cfg(test)]
+    pub(super) fn sets(&self) -> usize {
+        self.sets.len()
+    }
+
+    /// Where piece `k` of the batch starts in the text, and its length.
+    #[inline(always)]
+    pub(super) fn piece(&self, k: usize) -> (usize, usize) {
+        (self.start[k], self.len[k])
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, set: usize) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `set` is below the number of sets (the top bits of a word below it); prefetching
+        // has no other effect than on the caches.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(self.sets.as_ptr().add(set).cast());
+        }
+    }
+
+    /// Appends the ids of piece `k` (of at most [`TABLE_PIECE`] bytes) and returns true, if the table
+    /// has them; without a branch on which way holds it or on the number of ids.
+    #[inline(always)]
+    pub(super) fn push_hit(&self, k: usize, out: &mut Vec<u32>) -> bool {
+        let key = self.key[k];
+        // SAFETY: a set is the top bits of a word, below the number of sets.
+        let set = unsafe { self.sets.get_unchecked(self.set[k]) };
+        let way = (set.keys[1] == key) as usize;
+        if set.keys[way] != key {
+            return false;
+        }
+        let ids = &set.ids[way];
+        push_first(out, ids, ids[ENTRY_IDS] as usize);
+        true
+    }
+
+    /// Keeps `ids` as the ids of piece `k` (of at most [`TABLE_PIECE`] bytes), if they are few enough,
+    /// in the first way of its set; the piece there before moves to the second.
+    #[inline(always)]
+    pub(super) fn insert(&mut self, k: usize, ids: &[u32]) {
+        if ids.len() > ENTRY_IDS {
+            return;
+        }
+        let mut entry = [0u32; ENTRY_IDS + 1];
+        entry[..ids.len()].copy_from_slice(ids);
+        entry[ENTRY_IDS] = ids.len() as u32;
+        let set = &mut self.sets[self.set[k]];
+        set.keys[1] = set.keys[0];
+        set.ids[1] = set.ids[0];
+        set.keys[0] = self.key[k];
+        set.ids[0] = entry;
+    }
+}
+
+/// Appends the first `n` (at most `N`) of `ids` to `out`. Where `out` has room for all `N`, it writes
+/// them all and then sets the length, which costs no branch on `n`: the tables of recent pieces answer
+/// most pieces so, and their number of ids changes from piece to piece, which the branch predictor
+/// rarely guesses.
+#[inline(always)]
+pub(super) fn push_first<const N: usize>(out: &mut Vec<u32>, ids: &[u32; N], n: usize) {
+    debug_assert!(n <= N);
+    if out.capacity() - out.len() >= N {
+        // SAFETY: there is room for N more ids past the length, and the n <= N ids kept are
+        // initialized by the write.
+        unsafe {
+            let end = out.as_mut_ptr().add(out.len());
+            std::ptr::write_unaligned(end.cast::<[u32; N]>(), *ids);
+            out.set_len(out.len() + n);
+        }
+    } else {
+        out.extend_from_slice(&ids[..n]);
+    }
+}
