@@ -21,6 +21,7 @@
 //! top byte is the piece's length), so an empty way matches nothing; entries are replaced whole, and
 //! losing one only costs time.
 
+use crate::bytes_map::InlineKey;
 use crate::error::AllocError;
 use crate::huge_pages;
 use crate::pretokenize::PreTokens;
@@ -39,61 +40,17 @@ const ENTRY_IDS: usize = 3;
 #[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
 struct Set {
-    /// Each way's key (see [`key_at`]); all zero when empty.
+    /// Each way's key (see [`table_key`]); all zero when empty.
     keys: [[u64; 2]; 2],
     /// Each way's ids, up to [`ENTRY_IDS`], and their number last.
     ids: [[u32; ENTRY_IDS + 1]; 2],
 }
 
-/// Masks of the first `len` bytes of a key's two words, for `len` from 0 to 15.
-const MASKS: [[u64; 2]; 16] = {
-    let mut masks = [[0u64; 2]; 16];
-    let mut len = 1;
-    while len < 16 {
-        masks[len][0] = if len >= 8 {
-            u64::MAX
-        } else {
-            u64::MAX >> (64 - 8 * len)
-        };
-        masks[len][1] = if len > 8 {
-            u64::MAX >> (128 - 8 * len)
-        } else {
-            0
-        };
-        len += 1;
-    }
-    masks
-};
-
-/// The key of the piece `text[start..start + len]`, `1 <= len <= TABLE_PIECE`: its bytes, zero-padded,
-/// with its length in the top byte. Reads 16 bytes in place where the text has them.
-///
-/// # Safety
-///
-/// `start + len` must be at most `text.len()`.
+/// A piece's key in the table: its bytes, zero-padded, with its length in the top byte (a piece of at
+/// most [`TABLE_PIECE`] bytes leaves that byte free), so that no key is all zero.
 #[inline(always)]
-unsafe fn key_at(text: &[u8], start: usize, len: usize) -> [u64; 2] {
-    debug_assert!((1..=TABLE_PIECE).contains(&len) && start + len <= text.len());
-    let words = if start + 16 <= text.len() {
-        // SAFETY: the 16 bytes from `start` are in `text`.
-        unsafe {
-            let at = text.as_ptr().add(start).cast::<u64>();
-            [at.read_unaligned(), at.add(1).read_unaligned()]
-        }
-    } else {
-        let mut bytes = [0u8; 16];
-        bytes[..len].copy_from_slice(&text[start..start + len]);
-        let (lo, hi) = bytes.split_at(8);
-        [
-            u64::from_ne_bytes(lo.try_into().expect("8 bytes")),
-            u64::from_ne_bytes(hi.try_into().expect("8 bytes")),
-        ]
-    };
-    let mask = MASKS[len & 15];
-    [
-        u64::from_le(words[0]) & mask[0],
-        u64::from_le(words[1]) & mask[1] | (len as u64) << 56,
-    ]
+fn table_key(key: &InlineKey) -> [u64; 2] {
+    [key.lo, key.hi | (key.len as u64) << 56]
 }
 
 /// The table and the current batch: where each of its pieces starts, how long it is, its key and its
@@ -104,7 +61,9 @@ pub(crate) struct Batched {
     shift: u32,
     start: [usize; BATCH],
     len: [usize; BATCH],
-    key: [[u64; 2]; BATCH],
+    /// The key of each piece (of its first [`TABLE_PIECE`] bytes when longer, never looked up), which
+    /// a piece the table misses is then looked up with in the encoder's maps.
+    key: [InlineKey; BATCH],
     set: [usize; BATCH],
 }
 
@@ -124,7 +83,12 @@ impl Batched {
             shift: 64 - sets.trailing_zeros(),
             start: [0; BATCH],
             len: [0; BATCH],
-            key: [[0; 2]; BATCH],
+            key: [InlineKey {
+                lo: 0,
+                hi: 0,
+                len: 0,
+                hash: 0,
+            }; BATCH],
             set: [0; BATCH],
         }))
     }
@@ -146,9 +110,8 @@ impl Batched {
             let start = piece.as_ptr() as usize - text.as_ptr() as usize;
             // A longer piece gets the key of its first bytes, never used: one path for all.
             // SAFETY: the piece is a part of `text`, and so are its first bytes.
-            let key = unsafe { key_at(text, start, piece.len().min(TABLE_PIECE)) };
-            let set = ((key[0] ^ key[1].rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                >> self.shift) as usize;
+            let key = unsafe { InlineKey::at(text, start, piece.len().min(TABLE_PIECE)) };
+            let set = (key.hash >> self.shift) as usize;
             self.prefetch(set);
             self.start[n] = start;
             self.len[n] = piece.len();
@@ -171,6 +134,12 @@ impl Batched {
         (self.start[k], self.len[k])
     }
 
+    /// The key of piece `k` (of at most [`TABLE_PIECE`] bytes).
+    #[inline(always)]
+    pub(super) fn key(&self, k: usize) -> &InlineKey {
+        &self.key[k]
+    }
+
     #[inline(always)]
     fn prefetch(&self, set: usize) {
         #[cfg(target_arch = "x86_64")]
@@ -186,7 +155,7 @@ impl Batched {
     /// has them; without a branch on which way holds it or on the number of ids.
     #[inline(always)]
     pub(super) fn push_hit(&self, k: usize, out: &mut Vec<u32>) -> bool {
-        let key = self.key[k];
+        let key = table_key(&self.key[k]);
         // SAFETY: a set is the top bits of a word, below the number of sets.
         let set = unsafe { self.sets.get_unchecked(self.set[k]) };
         let way = (set.keys[1] == key) as usize;
@@ -211,7 +180,7 @@ impl Batched {
         let set = &mut self.sets[self.set[k]];
         set.keys[1] = set.keys[0];
         set.ids[1] = set.ids[0];
-        set.keys[0] = self.key[k];
+        set.keys[0] = table_key(&self.key[k]);
         set.ids[0] = entry;
     }
 }

@@ -126,6 +126,17 @@ impl Scratch {
         })
     }
 
+    /// A worker's scratch (`encode_file`, `encode_dataset`), sized for chunks of `chunk` bytes, or for
+    /// all of the input when it is smaller (`input` bytes; 0 when unknown): tables of a chunk's size
+    /// (16 MB for 4 MB chunks) took most of the time of encoding a file of a few kilobytes.
+    pub(crate) fn for_worker(chunk: usize, input: u64) -> Result<Scratch, AllocError> {
+        let text_len = match input {
+            0 => chunk,
+            all => chunk.min(usize::try_from(all).unwrap_or(usize::MAX)),
+        };
+        Scratch::for_text(text_len, CacheCap::WORKER)
+    }
+
     /// Grows the direct-mapped tables for `text_len` more bytes of text: they are sized by all the
     /// text this scratch has encoded, so that a short text does not pay to clear large tables while a
     /// long one, or many short ones, get full-sized tables. A table that cannot be allocated keeps its

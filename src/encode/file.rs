@@ -15,7 +15,7 @@
 use std::fs::File;
 use std::path::Path;
 
-use super::cache::{CacheCap, Scratch};
+use super::cache::Scratch;
 use super::npy::{npy_header, NpyWriter};
 use super::Encoder;
 use crate::chunks::{Chunk, ChunkReader, DEFAULT_CHUNK_SIZE};
@@ -138,19 +138,12 @@ pub fn encode_file(
         done: 0,
     };
     let threads = thread_count(options.num_threads);
-    // The workers' tables are sized by a chunk, or by the file when it is smaller: a table of a chunk's
-    // size (16 MB for 4 MB chunks) took most of the time of encoding a file of a few kilobytes.
-    let text_len = match input_meta.is_file() {
-        true => options
-            .chunk_size
-            .min(usize::try_from(total).unwrap_or(usize::MAX)),
-        false => options.chunk_size,
-    };
     let work = FileWork {
         encoder,
         input,
         options,
-        text_len,
+        // What is not a regular file has no known size.
+        input_bytes: if input_meta.is_file() { total } else { 0 },
     };
     run_ordered(&work, chunks, threads, 2 * threads, &mut sink)?;
     let FileSink { out, tokens, .. } = sink;
@@ -165,8 +158,8 @@ struct FileWork<'a> {
     encoder: &'a Encoder,
     input: &'a Path,
     options: &'a EncodeFileOptions,
-    /// The bytes of text the workers' tables are sized for.
-    text_len: usize,
+    /// The input's size, which bounds the workers' tables (0 when unknown).
+    input_bytes: u64,
 }
 
 /// A worker's own buffers, kept from chunk to chunk.
@@ -209,7 +202,7 @@ impl<'a> OrderedWork for FileWork<'a> {
         let scratch = match &mut worker.scratch {
             Some(scratch) => scratch,
             None => worker.scratch.insert(
-                Scratch::for_text(self.text_len, CacheCap::WORKER)
+                Scratch::for_worker(self.options.chunk_size, self.input_bytes)
                     .map_err(|e| e.named("the encoder's caches"))?,
             ),
         };

@@ -307,9 +307,7 @@ impl Encoder {
                 // SAFETY: as above.
                 let piece = unsafe { text.get_unchecked(start..start + len) };
                 if !self.encode_bytes(piece, out) {
-                    // SAFETY: as above.
-                    let key = unsafe { InlineKey::at(text, start, len) };
-                    self.encode_unseen(piece, &key, out, scratch)?;
+                    self.encode_unseen(piece, batched.key(k), out, scratch)?;
                 }
                 batched.insert(k, &out[before..]);
             }

@@ -20,7 +20,7 @@
 use std::path::{Path, PathBuf};
 
 use super::writer::{Shard, ShardFormat, ShardWriter};
-use crate::encode::cache::{CacheCap, Scratch};
+use crate::encode::cache::Scratch;
 use crate::encode::file::{to_le_bytes, Dtype};
 use crate::encode::Encoder;
 use crate::error::{try_push, Error, Result};
@@ -211,18 +211,9 @@ impl DatasetWork<'_, '_> {
         } = worker;
         let scratch = match scratch {
             Some(scratch) => scratch,
-            // Sized by a piece, or by all the inputs when they are smaller (as `encode_file` does).
             None => scratch.insert(
-                Scratch::for_text(
-                    match options.total_bytes {
-                        0 => options.chunk_size,
-                        all => options
-                            .chunk_size
-                            .min(usize::try_from(all).unwrap_or(usize::MAX)),
-                    },
-                    CacheCap::WORKER,
-                )
-                .map_err(|e| e.named("the encoder's caches"))?,
+                Scratch::for_worker(options.chunk_size, options.total_bytes)
+                    .map_err(|e| e.named("the encoder's caches"))?,
             ),
         };
         ids.clear();
