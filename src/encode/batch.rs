@@ -17,9 +17,16 @@
 //! and one call on 20 MB was no faster with a table of 4 MB, and slower on C (`benchmarks/README.md`,
 //! the eighteenth session).
 //!
-//! Invariants: an entry holds the ids of exactly the piece its key spells; a key is never all zero (its
-//! top byte is the piece's length), so an empty way matches nothing; entries are replaced whole, and
-//! losing one only costs time.
+//! An entry holds up to 3 ids, or up to 7 when every id fits in 16 bits (GPT-2's and most trained
+//! vocabularies): in `s2`, 1.85M of the 3.85M distinct pieces of up to 15 bytes have more than 3 ids,
+//! and they were merged again at nearly every occurrence (5.8M merges per GB), while 7 ids cover all
+//! but a few. A piece new to the table goes into the second way of its set, and a hit in the second
+//! way moves it to the first: a word seen once (most of the long tail) then replaces only another such
+//! word, and the common words stay.
+//!
+//! Invariants: an entry holds the ids of exactly the piece its key spells, in the layout of
+//! [`Batched::narrow`]; a key is never all zero (its top byte is the piece's length), so an empty way
+//! matches nothing; entries are replaced whole, and losing one only costs time.
 
 use crate::bytes_map::InlineKey;
 use crate::error::AllocError;
@@ -33,8 +40,15 @@ pub(super) const TABLE_PIECE: usize = 15;
 /// the piece is looked up.
 pub(super) const BATCH: usize = 256;
 
-/// The most ids an entry holds; pieces of more are not kept here.
-const ENTRY_IDS: usize = 3;
+/// The most ids of 32 bits an entry holds; pieces of more are not kept here.
+const WIDE_IDS: usize = 3;
+
+/// The most ids of 16 bits an entry holds, when every id fits in 16 bits ([`Batched::narrow`]).
+const NARROW_IDS: usize = 7;
+
+/// An entry's ids: [`WIDE_IDS`] ids of 32 bits and their number last, or [`NARROW_IDS`] ids of 16
+/// bits and their number last, two to a word, low half first.
+type Ids = [u32; WIDE_IDS + 1];
 
 /// Two ways of one cache line: a piece looked up touches one line.
 #[derive(Clone, Copy, Default)]
@@ -42,8 +56,8 @@ const ENTRY_IDS: usize = 3;
 struct Set {
     /// Each way's key (see [`table_key`]); all zero when empty.
     keys: [[u64; 2]; 2],
-    /// Each way's ids, up to [`ENTRY_IDS`], and their number last.
-    ids: [[u32; ENTRY_IDS + 1]; 2],
+    /// Each way's ids.
+    ids: [Ids; 2],
 }
 
 /// A piece's key in the table: its bytes, zero-padded, with its length in the top byte (a piece of at
@@ -57,6 +71,8 @@ fn table_key(key: &InlineKey) -> [u64; 2] {
 /// set. One allocation per worker, reused for every text it encodes.
 pub(crate) struct Batched {
     sets: Vec<Set>,
+    /// Whether the entries hold ids of 16 bits, set by [`Self::use_narrow_ids`].
+    narrow: bool,
     /// 64 minus log2 of the number of sets: a set is the top bits of a product.
     shift: u32,
     start: [usize; BATCH],
@@ -80,6 +96,7 @@ impl Batched {
         table.resize(sets, Set::default());
         Ok(Box::new(Batched {
             sets: table,
+            narrow: false,
             shift: 64 - sets.trailing_zeros(),
             start: [0; BATCH],
             len: [0; BATCH],
@@ -93,10 +110,19 @@ impl Batched {
         }))
     }
 
-    /// The sets for a worker that encodes chunks of `chunk` bytes: one per 16 bytes, from 32 up to
+    /// The sets for a worker that encodes chunks of `chunk` bytes: one per 8 bytes, from 32 up to
     /// `most`.
     pub(super) fn sets_for(chunk: usize, most: usize) -> usize {
-        (chunk / 16).next_power_of_two().clamp(32, most)
+        (chunk / 8).next_power_of_two().clamp(32, most)
+    }
+
+    /// Makes the entries hold ids of 16 bits (`narrow`, for an encoder whose ids all fit) or of 32;
+    /// empties the table when that changes, so that no entry is read in the other layout.
+    pub(super) fn use_narrow_ids(&mut self, narrow: bool) {
+        if self.narrow != narrow {
+            self.sets.fill(Set::default());
+            self.narrow = narrow;
+        }
     }
 
     /// Takes up to [`BATCH`] more pieces of `text` from `pieces` (which must be pieces of `text`),
@@ -151,37 +177,66 @@ impl Batched {
         }
     }
 
-    /// Appends the ids of piece `k` (of at most [`TABLE_PIECE`] bytes) and returns true, if the table
-    /// has them; without a branch on which way holds it or on the number of ids.
+    /// The most ids an entry holds in the current layout.
     #[inline(always)]
-    pub(super) fn push_hit(&self, k: usize, out: &mut Vec<u32>) -> bool {
+    pub(super) fn most_ids(&self) -> usize {
+        if self.narrow {
+            NARROW_IDS
+        } else {
+            WIDE_IDS
+        }
+    }
+
+    /// Appends the ids of piece `k` (of at most [`TABLE_PIECE`] bytes) and returns true, if the table
+    /// has them; without a branch on the number of ids. A hit in the second way moves to the first.
+    #[inline(always)]
+    pub(super) fn push_hit(&mut self, k: usize, out: &mut Vec<u32>) -> bool {
         let key = table_key(&self.key[k]);
         // SAFETY: a set is the top bits of a word, below the number of sets.
-        let set = unsafe { self.sets.get_unchecked(self.set[k]) };
+        let set = unsafe { self.sets.get_unchecked_mut(self.set[k]) };
         let way = (set.keys[1] == key) as usize;
         if set.keys[way] != key {
             return false;
         }
-        let ids = &set.ids[way];
-        push_first(out, ids, ids[ENTRY_IDS] as usize);
+        let ids = set.ids[way];
+        if self.narrow {
+            let mut wide = [0u32; NARROW_IDS + 1];
+            for (j, id) in wide.iter_mut().enumerate() {
+                *id = ids[j / 2] >> (16 * (j % 2)) & 0xFFFF;
+            }
+            push_first(out, &wide, wide[NARROW_IDS] as usize);
+        } else {
+            push_first(out, &ids, ids[WIDE_IDS] as usize);
+        }
+        if way == 1 {
+            set.keys.swap(0, 1);
+            set.ids.swap(0, 1);
+        }
         true
     }
 
-    /// Keeps `ids` as the ids of piece `k` (of at most [`TABLE_PIECE`] bytes), if they are few enough,
-    /// in the first way of its set; the piece there before moves to the second.
+    /// Keeps `ids` as the ids of piece `k` (of at most [`TABLE_PIECE`] bytes), if they are no more than
+    /// [`Self::most_ids`], in the second way of its set (a hit moves it to the first).
     #[inline(always)]
     pub(super) fn insert(&mut self, k: usize, ids: &[u32]) {
-        if ids.len() > ENTRY_IDS {
+        if ids.len() > self.most_ids() {
             return;
         }
-        let mut entry = [0u32; ENTRY_IDS + 1];
-        entry[..ids.len()].copy_from_slice(ids);
-        entry[ENTRY_IDS] = ids.len() as u32;
+        let mut entry: Ids = [0; WIDE_IDS + 1];
+        if self.narrow {
+            let mut narrow = [0u32; NARROW_IDS + 1];
+            narrow[..ids.len()].copy_from_slice(ids);
+            narrow[NARROW_IDS] = ids.len() as u32;
+            for (j, word) in entry.iter_mut().enumerate() {
+                *word = narrow[2 * j] | narrow[2 * j + 1] << 16;
+            }
+        } else {
+            entry[..ids.len()].copy_from_slice(ids);
+            entry[WIDE_IDS] = ids.len() as u32;
+        }
         let set = &mut self.sets[self.set[k]];
-        set.keys[1] = set.keys[0];
-        set.ids[1] = set.ids[0];
-        set.keys[0] = table_key(&self.key[k]);
-        set.ids[0] = entry;
+        set.keys[1] = table_key(&self.key[k]);
+        set.ids[1] = entry;
     }
 }
 

@@ -68,13 +68,13 @@ impl CacheCap {
     /// [`Self::CALL`]'s: `s2`'s token shards at 0.97 of gigatoken's speed against 0.90, `encode_file`
     /// on prose 294 against 274 MB/s and on all of code_c 478 against 466 (the same rounds).
     ///
-    /// They also look pieces up in a [`Batched`] table of up to 262,144 sets (16 MB, 524,288 pieces),
+    /// They also look pieces up in a [`Batched`] table of up to 524,288 sets (32 MB, 1,048,576 pieces),
     /// which holds the long tail of web text that the small cache and the recent pieces cannot: `s2`'s
     /// token shards at 1.30 of gigatoken's speed against 1.05 without it (the same rounds).
     pub(crate) const WORKER: CacheCap = CacheCap {
         pieces: 1 << 14,
         ids: 1 << 17,
-        table_sets: 1 << 18,
+        table_sets: 1 << 19,
     };
 }
 

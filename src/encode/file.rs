@@ -195,7 +195,7 @@ impl<'a> OrderedWork for FileWork<'a> {
     }
 
     fn work(&self, chunk: Chunk, worker: &mut Worker, mut bytes: Vec<u8>) -> Result<EncodedChunk> {
-        let text = std::str::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
+        let text = simdutf8::compat::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
             path: self.input.to_path_buf(),
             offset: chunk.offset + e.valid_up_to() as u64,
         })?;

@@ -72,6 +72,8 @@ pub struct Encoder {
     scratches: ScratchPool,
     /// The same for [`Self::encode_prefix`], with smaller caches: a stream's memory must stay small.
     stream_scratches: ScratchPool,
+    /// Whether every id fits in 16 bits, so that the workers' tables hold more ids per piece.
+    narrow_ids: bool,
 }
 
 impl Encoder {
@@ -147,6 +149,7 @@ impl Encoder {
             special_ids,
             scratches: ScratchPool::new(CacheCap::CALL),
             stream_scratches: ScratchPool::new(CacheCap::STREAM),
+            narrow_ids: max_id <= u16::MAX as u32,
         })
     }
 
@@ -290,6 +293,7 @@ impl Encoder {
         scratch: &mut Scratch,
         batched: &mut Batched,
     ) -> std::result::Result<(), AllocError> {
+        batched.use_narrow_ids(self.narrow_ids);
         let mut pieces = pretokenize(part);
         loop {
             let n = batched.fill(text, &mut pieces);
@@ -307,7 +311,7 @@ impl Encoder {
                 // SAFETY: as above.
                 let piece = unsafe { text.get_unchecked(start..start + len) };
                 if !self.encode_bytes(piece, out) {
-                    self.encode_unseen(piece, batched.key(k), out, scratch)?;
+                    self.encode_unseen(piece, batched.key(k), batched.most_ids(), out, scratch)?;
                 }
                 batched.insert(k, &out[before..]);
             }
@@ -540,7 +544,7 @@ impl Encoder {
             let before = out.len();
             // The byte tables answer one and two bytes without a key of the large maps.
             if !self.encode_bytes(piece, out) {
-                self.encode_unseen(piece, &inline_key_of(key), out, scratch)?;
+                self.encode_unseen(piece, &inline_key_of(key), 0, out, scratch)?;
             }
             scratch.small.insert(key, &out[before..]);
             return Ok(());
@@ -551,19 +555,20 @@ impl Encoder {
             return Ok(());
         }
         let before = out.len();
-        self.encode_unseen(piece, &key, out, scratch)?;
+        self.encode_unseen(piece, &key, 0, out, scratch)?;
         scratch.recent.insert(&key, &out[before..]);
         Ok(())
     }
 
     /// Appends the ids of a piece of 3 to [`INLINE`] bytes, whose key is `key`, that is not among
     /// the recent pieces: from the cache of merged pieces, as a whole token, or merged (and then
-    /// cached).
+    /// cached, unless it has no more than `held` ids: the caller's table of pieces keeps those).
     #[inline(always)]
     fn encode_unseen(
         &self,
         piece: &[u8],
         key: &InlineKey,
+        held: usize,
         out: &mut Vec<u32>,
         scratch: &mut Scratch,
     ) -> std::result::Result<(), AllocError> {
@@ -578,7 +583,9 @@ impl Encoder {
                 Some(id) => out.push(id),
                 None => {
                     self.merge_segments(piece, out, scratch)?;
-                    Self::keep(piece, Some(&key), before, out, scratch);
+                    if out.len() - before > held {
+                        Self::keep(piece, Some(&key), before, out, scratch);
+                    }
                 }
             },
         }
@@ -634,7 +641,13 @@ impl Encoder {
         let (mut start, mut segments) = (0, 1);
         for end in 1..piece.len() {
             if !self.merges.adjacent_in_token(piece[end - 1], piece[end]) {
-                self.encode_segment(&piece[start..end], out, scratch)?;
+                // A segment of one byte is that byte's id: a run of spaces (code's indentation) is
+                // all such segments, and a call for each cost more than the rest of its encoding.
+                if end - start == 1 {
+                    out.push(self.merges.byte_id(piece[start]));
+                } else {
+                    self.encode_segment(&piece[start..end], out, scratch)?;
+                }
                 (start, segments) = (end, segments + 1);
             }
         }
@@ -798,8 +811,9 @@ mod tests {
     #[test]
     fn the_workers_table_of_pieces_gives_the_ids_of_one_piece_at_a_time() {
         // Words of every length around the table's longest piece, that merge to one id or to several
-        // (more than an entry holds), letters that are not ASCII, long runs, and a special token; a
-        // text's last pieces have fewer than 16 bytes after their start.
+        // (up to 3, up to 7, and more than an entry holds in either layout), letters that are not
+        // ASCII, long runs, and a special token; a text's last pieces have fewer than 16 bytes after
+        // their start.
         let training =
             "the then thence thenceforth abcdefghijklmno abcdefghijklmnop 1234567 ".repeat(50);
         let words = [
@@ -821,6 +835,8 @@ mod tests {
             "'s",
             "!!",
             "x",
+            "zqzqz",
+            " qzqzqzqzqz",
             "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
             "<|endoftext|>",
             // Pieces that differ only in trailing zero bytes, and one whose bytes are all zero: the
@@ -830,18 +846,24 @@ mod tests {
             "a\0",
             " a\0\0",
         ];
-        let e = trained_encoder_with(&training, 256 + 120, &["<|endoftext|>"]);
+        let mut e = trained_encoder_with(&training, 256 + 120, &["<|endoftext|>"]);
+        assert!(e.narrow_ids);
         // 32 sets, so that pieces evict each other, with a batch's worth of pieces and more in a text.
         let mut worker = Scratch::for_text(0, CacheCap::WORKER).unwrap();
         assert_eq!(worker.batched.as_ref().unwrap().sets(), 32);
         let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        for round in 0..300 {
-            let text: String = (0..xorshift(&mut seed) % 700)
-                .map(|_| words[xorshift(&mut seed) as usize % words.len()])
-                .collect();
-            let mut ids = Vec::new();
-            e.encode_with(&text, &mut ids, &mut worker).unwrap();
-            assert_eq!(ids, encode(&e, &text), "round {round}: {text:?}");
+        // Ids of 16 bits, then of 32 (as for a vocabulary of more than 65,536 ids) in the same table,
+        // whose entries of the first layout must not be read in the second.
+        for narrow in [true, false] {
+            e.narrow_ids = narrow;
+            for round in 0..300 {
+                let text: String = (0..xorshift(&mut seed) % 700)
+                    .map(|_| words[xorshift(&mut seed) as usize % words.len()])
+                    .collect();
+                let mut ids = Vec::new();
+                e.encode_with(&text, &mut ids, &mut worker).unwrap();
+                assert_eq!(ids, encode(&e, &text), "{narrow} {round}: {text:?}");
+            }
         }
     }
 

@@ -228,10 +228,11 @@ impl DatasetWork<'_, '_> {
         };
         match piece.split {
             Some(offset) => {
-                let text = std::str::from_utf8(&piece.text).map_err(|e| Error::InvalidUtf8 {
-                    path: self.paths[job].clone().unwrap_or_default(),
-                    offset: offset + e.valid_up_to() as u64,
-                })?;
+                let text =
+                    simdutf8::compat::from_utf8(&piece.text).map_err(|e| Error::InvalidUtf8 {
+                        path: self.paths[job].clone().unwrap_or_default(),
+                        offset: offset + e.valid_up_to() as u64,
+                    })?;
                 let (specials, _) = encoder.specials();
                 // Where the document being encoded starts, and where the next segment does.
                 let (mut start, mut at) = (0, 0);
@@ -256,7 +257,7 @@ impl DatasetWork<'_, '_> {
             None => {
                 let mut start = 0;
                 for &end in &piece.ends {
-                    let text = std::str::from_utf8(&piece.text[start..end])
+                    let text = simdutf8::compat::from_utf8(&piece.text[start..end])
                         .expect("records are checked as they are read");
                     encoder.encode_with(text, ids, scratch)?;
                     end_document(ids)?;

@@ -699,7 +699,7 @@ impl<P: AsRef<Path> + Sync> FileCount<'_, P> {
 
     /// Counts a chunk of the uncompressed text file `index`.
     fn count_chunk(&self, index: usize, chunk: &Chunk, counted: &mut Counted) {
-        let text = match std::str::from_utf8(&chunk.bytes) {
+        let text = match simdutf8::compat::from_utf8(&chunk.bytes) {
             Ok(text) => text,
             Err(e) => {
                 let offset = chunk.offset + e.valid_up_to() as u64;
@@ -759,7 +759,7 @@ impl<P: AsRef<Path> + Sync> FileCount<'_, P> {
                             break;
                         }
                     };
-                    let text = std::str::from_utf8(&chunk.bytes).map_err(|e| {
+                    let text = simdutf8::compat::from_utf8(&chunk.bytes).map_err(|e| {
                         let offset = chunk.offset + e.valid_up_to() as u64;
                         let path = path.to_path_buf();
                         ((index, offset), Error::InvalidUtf8 { path, offset })

@@ -96,7 +96,7 @@ impl<R: Read> JsonLines<R> {
                 break (end - line.len(), end);
             }
         };
-        let line = match std::str::from_utf8(&self.buf[start..end]) {
+        let line = match simdutf8::compat::from_utf8(&self.buf[start..end]) {
             Ok(line) => line,
             Err(e) => {
                 let why = format!(

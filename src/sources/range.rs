@@ -94,7 +94,7 @@ pub fn count_text_range(
     let mut done = 0;
     while let Some(chunk) = chunks.next() {
         let chunk = chunk.map_err(|e| Error::read(path, e, chunk_size))?;
-        let text = std::str::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
+        let text = simdutf8::compat::from_utf8(&chunk.bytes).map_err(|e| Error::InvalidUtf8 {
             path: path.to_path_buf(),
             offset: from + chunk.offset + e.valid_up_to() as u64,
         })?;
