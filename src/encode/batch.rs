@@ -44,7 +44,7 @@ pub(super) const BATCH: usize = 256;
 const WIDE_IDS: usize = 3;
 
 /// The most ids of 16 bits an entry holds, when every id fits in 16 bits ([`Batched::narrow`]).
-const NARROW_IDS: usize = 7;
+pub(super) const NARROW_IDS: usize = 7;
 
 /// An entry's ids: [`WIDE_IDS`] ids of 32 bits and their number last, or [`NARROW_IDS`] ids of 16
 /// bits and their number last, two to a word, low half first.
