@@ -214,6 +214,24 @@ pub(crate) fn try_vec<T: Clone>(value: T, n: usize) -> std::result::Result<Vec<T
     Ok(v)
 }
 
+/// `value` in a box, or the error of its allocation (`Box::new` aborts when memory runs out).
+pub(crate) fn try_box<T>(value: T) -> std::result::Result<Box<T>, AllocError> {
+    let layout = std::alloc::Layout::new::<T>();
+    if layout.size() == 0 {
+        return Ok(Box::new(value));
+    }
+    // SAFETY: the layout is of a `T` of non-zero size; a non-null pointer from `alloc` is valid for
+    // writing one `T`, and a box of it frees it with the same layout.
+    unsafe {
+        let ptr = std::alloc::alloc(layout).cast::<T>();
+        if ptr.is_null() {
+            return Err(AllocError::of::<T>(1));
+        }
+        ptr.write(value);
+        Ok(Box::from_raw(ptr))
+    }
+}
+
 /// A copy of `values`, or the error of its allocation.
 pub(crate) fn try_copy<T: Copy>(values: &[T]) -> std::result::Result<Vec<T>, AllocError> {
     let mut v = Vec::new();

@@ -22,14 +22,14 @@
 //! and they were merged again at nearly every occurrence (5.8M merges per GB), while 7 ids cover all
 //! but a few. A piece new to the table goes into the second way of its set, and a hit in the second
 //! way moves it to the first: a word seen once (most of the long tail) then replaces only another such
-//! word, and the common words stay.
+//! word, and the common words tend to stay.
 //!
 //! Invariants: an entry holds the ids of exactly the piece its key spells, in the layout of
 //! [`Batched::narrow`]; a key is never all zero (its top byte is the piece's length), so an empty way
 //! matches nothing; entries are replaced whole, and losing one only costs time.
 
 use crate::bytes_map::InlineKey;
-use crate::error::AllocError;
+use crate::error::{try_box, AllocError};
 use crate::huge_pages;
 use crate::pretokenize::PreTokens;
 
@@ -73,6 +73,8 @@ pub(crate) struct Batched {
     sets: Vec<Set>,
     /// Whether the entries hold ids of 16 bits, set by [`Self::use_narrow_ids`].
     narrow: bool,
+    /// Whether any entry was written since the table was last emptied.
+    used: bool,
     /// 64 minus log2 of the number of sets: a set is the top bits of a product.
     shift: u32,
     start: [usize; BATCH],
@@ -94,9 +96,10 @@ impl Batched {
             .map_err(|_| AllocError::of::<Set>(sets))?;
         huge_pages::advise(table.as_ptr().cast(), sets * size_of::<Set>());
         table.resize(sets, Set::default());
-        Ok(Box::new(Batched {
+        try_box(Batched {
             sets: table,
             narrow: false,
+            used: false,
             shift: 64 - sets.trailing_zeros(),
             start: [0; BATCH],
             len: [0; BATCH],
@@ -107,7 +110,7 @@ impl Batched {
                 hash: 0,
             }; BATCH],
             set: [0; BATCH],
-        }))
+        })
     }
 
     /// The sets for a worker that encodes chunks of `chunk` bytes: one per 8 bytes, from 32 up to
@@ -120,7 +123,11 @@ impl Batched {
     /// empties the table when that changes, so that no entry is read in the other layout.
     pub(super) fn use_narrow_ids(&mut self, narrow: bool) {
         if self.narrow != narrow {
-            self.sets.fill(Set::default());
+            // A new table is empty already: filling it again would write its megabytes twice.
+            if self.used {
+                self.sets.fill(Set::default());
+                self.used = false;
+            }
             self.narrow = narrow;
         }
     }
@@ -204,9 +211,10 @@ impl Batched {
             for (j, id) in wide.iter_mut().enumerate() {
                 *id = ids[j / 2] >> (16 * (j % 2)) & 0xFFFF;
             }
-            push_first(out, &wide, wide[NARROW_IDS] as usize);
+            // Capped, so that no entry can make `push_first` claim ids it did not write.
+            push_first(out, &wide, (wide[NARROW_IDS] as usize).min(NARROW_IDS));
         } else {
-            push_first(out, &ids, ids[WIDE_IDS] as usize);
+            push_first(out, &ids, (ids[WIDE_IDS] as usize).min(WIDE_IDS));
         }
         if way == 1 {
             set.keys.swap(0, 1);
@@ -223,7 +231,9 @@ impl Batched {
             return;
         }
         let mut entry: Ids = [0; WIDE_IDS + 1];
+        self.used = true;
         if self.narrow {
+            debug_assert!(ids.iter().all(|&id| id <= 0xFFFF), "ids of 16 bits");
             let mut narrow = [0u32; NARROW_IDS + 1];
             narrow[..ids.len()].copy_from_slice(ids);
             narrow[NARROW_IDS] = ids.len() as u32;
@@ -257,5 +267,46 @@ pub(super) fn push_first<const N: usize>(out: &mut Vec<u32>, ids: &[u32; N], n: 
         }
     } else {
         out.extend_from_slice(&ids[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pretokenize::pretokenize;
+
+    #[test]
+    fn entries_give_back_every_id_and_count_in_both_layouts() {
+        // Ids with the top bit of 16 set, the largest of 16 bits, zero, and of 32 bits for the wide layout.
+        let text = "a b c d e f g h i j k l m n o p";
+        for (narrow, ids) in [
+            (true, &[0xFFFF, 0, 0x8000, 1, 0xFFFE, 0x7FFF, 0xFFFF][..]),
+            (false, &[0xFFFF_FFFE, 0, 0x1_0000][..]),
+        ] {
+            let mut table = Batched::new(32).unwrap();
+            table.use_narrow_ids(narrow);
+            let n = table.fill(text.as_bytes(), &mut pretokenize(text));
+            assert_eq!(n, 16);
+            // Piece k keeps the first k % (most + 1) ids, from none to all.
+            let most = table.most_ids();
+            assert_eq!(most, ids.len());
+            for k in 0..n {
+                table.insert(k, &ids[..k % (most + 1)]);
+            }
+            for k in 0..n {
+                let mut out = vec![7];
+                // Two ways a set and 16 pieces in 32 sets: a piece may have been pushed out.
+                if table.push_hit(k, &mut out) {
+                    assert_eq!(out[1..], ids[..k % (most + 1)], "{narrow} {k}");
+                    assert_eq!(out[0], 7);
+                }
+            }
+            // More ids than an entry holds are not kept.
+            let mut long = ids.to_vec();
+            long.push(1);
+            table.insert(0, &long);
+            let mut out = Vec::new();
+            assert!(!table.push_hit(0, &mut out) || out.len() <= most);
+        }
     }
 }

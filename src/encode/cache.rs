@@ -34,7 +34,7 @@ use super::batch::{push_first, Batched};
 use super::merge::{LongMerge, ShortMerge};
 use super::table::{MergeCache, SizedByText};
 use crate::bytes_map::{BytesMap, InlineKey, SMALL_KEY};
-use crate::error::{try_push, try_vec, AllocError};
+use crate::error::{try_box, try_push, try_vec, AllocError};
 
 /// How many multi-token pieces a scratch's cache holds, and how many ids in all, before it starts over.
 #[derive(Clone, Copy, Debug)]
@@ -117,7 +117,7 @@ impl Scratch {
                 0 => None,
                 most => Some(Batched::new(Batched::sets_for(text_len, most))?),
             },
-            cache: BytesMap::default(),
+            cache: BytesMap::with_capacity(0)?,
             cached_ids: Vec::new(),
             #[cfg(any(feature = "python", test))]
             ids: Vec::new(),
@@ -128,7 +128,7 @@ impl Scratch {
 
     /// A worker's scratch (`encode_file`, `encode_dataset`), sized for chunks of `chunk` bytes, or for
     /// all of the input when it is smaller (`input` bytes; 0 when unknown): tables of a chunk's size
-    /// (16 MB for 4 MB chunks) took most of the time of encoding a file of a few kilobytes.
+    /// (32 MB for 4 MB chunks) took most of the time of encoding a file of a few kilobytes.
     pub(crate) fn for_worker(chunk: usize, input: u64) -> Result<Scratch, AllocError> {
         let text_len = match input {
             0 => chunk,
@@ -220,7 +220,7 @@ impl ScratchPool {
                 scratch.fit(text_len);
                 scratch
             }
-            None => Box::new(Scratch::for_text(text_len, self.cap)?),
+            None => try_box(Scratch::for_text(text_len, self.cap)?)?,
         };
         let result = f(&mut scratch);
         if let Some(mut idle) = self.try_lock() {
