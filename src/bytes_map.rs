@@ -181,20 +181,8 @@ pub(crate) unsafe fn small_key(text: &[u8], start: usize, len: usize) -> u64 {
     word & (u64::MAX >> (64 - 8 * len)) | (len as u64) << 56
 }
 
-/// The number of slots of an empty map: small enough to be made infallibly (1 KB).
+/// The fewest slots a map has.
 const MIN_SLOTS: usize = 16;
-
-impl<V: Copy + Default> Default for BytesMap<V> {
-    fn default() -> Self {
-        BytesMap {
-            slots: vec![Slot::default(); MIN_SLOTS],
-            tags: vec![0; MIN_SLOTS],
-            mask: MIN_SLOTS - 1,
-            inline_len: 0,
-            long: FastMap::default(),
-        }
-    }
-}
 
 impl<V: Copy + Default> BytesMap<V> {
     /// A map with room for `n` keys of at most [`INLINE`] bytes before it grows.
@@ -336,7 +324,7 @@ mod tests {
                 (0..len).map(|k| (i as usize * 31 + k * 17) as u8).collect()
             })
             .collect();
-        let mut map: BytesMap<u64> = BytesMap::default();
+        let mut map: BytesMap<u64> = BytesMap::with_capacity(0).unwrap();
         let mut reference: HashMap<Vec<u8>, u64> = HashMap::new();
         for (i, k) in keys.iter().enumerate() {
             *map.entry(k).unwrap() += i as u64;
@@ -397,7 +385,7 @@ mod tests {
             b"abcdefgh",
             b"abcdefghi",
         ];
-        let mut map: BytesMap<u32> = BytesMap::default();
+        let mut map: BytesMap<u32> = BytesMap::with_capacity(0).unwrap();
         for (i, k) in keys.iter().enumerate() {
             *map.entry(k).unwrap() = i as u32;
         }

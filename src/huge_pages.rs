@@ -1,6 +1,7 @@
 //! Asking the kernel to back large, freshly allocated buffers with 2 MB pages: the ids of one text
-//! ([`crate::Encoder::encode_to_vec`]), and in the binding the ids of `encode_to_numpy`, the array of
-//! a Python list of ids and the UTF-8 copy of a `str`.
+//! ([`crate::Encoder::encode_to_vec`]), the workers' tables of pieces and training's words
+//! ([`try_reserve`]), and in the binding the ids of `encode_to_numpy`, the array of a Python list of
+//! ids and the UTF-8 copy of a `str`.
 //!
 //! Encoding a large text into a Python list writes several times its size in memory that was never
 //! touched before: the ids (4 bytes each) and the list's array of pointers (8 bytes an id). With 4 KB
@@ -8,6 +9,8 @@
 //! Linux's transparent huge pages serve a region marked `MADV_HUGEPAGE` with one fault per 2 MB (the
 //! default `madvise` mode only does so for regions that ask). A buffer that stays on 4 KB pages can
 //! have them mapped a stretch at a time instead ([`populate`]). Elsewhere this does nothing.
+
+use crate::error::AllocError;
 
 /// Buffers smaller than this are left alone: they span few pages, and may share them with other data.
 pub const HUGE_BUFFER: usize = 4 << 20;
@@ -19,6 +22,14 @@ pub fn advise(ptr: *const u8, len: usize) {
     if len >= HUGE_BUFFER {
         madvise_whole_pages(ptr, len, MADV_HUGEPAGE);
     }
+}
+
+/// Room for `n` more items in `v`, backed by huge pages where the kernel allows them (advice given
+/// before the pages are first written, which is when the kernel picks their size).
+pub(crate) fn try_reserve<T>(v: &mut Vec<T>, n: usize) -> Result<(), AllocError> {
+    crate::error::try_reserve(v, n)?;
+    advise(v.as_ptr().cast(), v.capacity() * size_of::<T>());
+    Ok(())
 }
 
 /// Asks the kernel to map the whole 4 KB pages of `len` bytes at `ptr` at once (`MADV_POPULATE_WRITE`),

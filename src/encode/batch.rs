@@ -44,7 +44,7 @@ pub(super) const BATCH: usize = 256;
 const WIDE_IDS: usize = 3;
 
 /// The most ids of 16 bits an entry holds, when every id fits in 16 bits ([`Batched::narrow`]).
-pub(super) const NARROW_IDS: usize = 7;
+const NARROW_IDS: usize = 7;
 
 /// An entry's ids: [`WIDE_IDS`] ids of 32 bits and their number last, or [`NARROW_IDS`] ids of 16
 /// bits and their number last, two to a word, low half first.
@@ -91,10 +91,7 @@ impl Batched {
         debug_assert!(sets.is_power_of_two());
         // On 2 MB pages: a set per lookup, spread over megabytes, missed the TLB on 4 KB pages.
         let mut table: Vec<Set> = Vec::new();
-        table
-            .try_reserve_exact(sets)
-            .map_err(|_| AllocError::of::<Set>(sets))?;
-        huge_pages::advise(table.as_ptr().cast(), sets * size_of::<Set>());
+        huge_pages::try_reserve(&mut table, sets)?;
         table.resize(sets, Set::default());
         try_box(Batched {
             sets: table,

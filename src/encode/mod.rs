@@ -38,7 +38,7 @@ use crate::huge_pages;
 use crate::pretokenize::pretokenize;
 use crate::special::{Segment, SpecialTokens};
 use crate::threads::{run_on_threads, thread_count};
-use batch::{Batched, BATCH, NARROW_IDS, TABLE_PIECE};
+use batch::{Batched, BATCH, TABLE_PIECE};
 use cache::{inline_key_of, CacheCap, Scratch, ScratchPool, SMALL_PIECE};
 use merge::LONG_PIECE;
 use table::{MergeTable, NO_MERGE};
@@ -294,6 +294,13 @@ impl Encoder {
         batched: &mut Batched,
     ) -> std::result::Result<(), AllocError> {
         batched.use_narrow_ids(self.narrow_ids);
+        // The merged pieces the cache keeps: those of more ids than the table holds. With 7 ids an
+        // entry, none: the pieces of more are too few to pay for a lookup on every miss of the table
+        // (in `s2`, 0.2M merges per GB against 7.4M of pieces the table holds).
+        let cache_over = match self.narrow_ids {
+            true => None,
+            false => Some(batched.most_ids()),
+        };
         let mut pieces = pretokenize(part);
         loop {
             let n = batched.fill(text, &mut pieces);
@@ -311,7 +318,7 @@ impl Encoder {
                 // SAFETY: as above.
                 let piece = unsafe { text.get_unchecked(start..start + len) };
                 if !self.encode_bytes(piece, out) {
-                    self.encode_unseen(piece, batched.key(k), batched.most_ids(), out, scratch)?;
+                    self.encode_unseen(piece, batched.key(k), cache_over, out, scratch)?;
                 }
                 batched.insert(k, &out[before..]);
             }
@@ -544,7 +551,7 @@ impl Encoder {
             let before = out.len();
             // The byte tables answer one and two bytes without a key of the large maps.
             if !self.encode_bytes(piece, out) {
-                self.encode_unseen(piece, &inline_key_of(key), 0, out, scratch)?;
+                self.encode_unseen(piece, &inline_key_of(key), Some(0), out, scratch)?;
             }
             scratch.small.insert(key, &out[before..]);
             return Ok(());
@@ -555,24 +562,21 @@ impl Encoder {
             return Ok(());
         }
         let before = out.len();
-        self.encode_unseen(piece, &key, 0, out, scratch)?;
+        self.encode_unseen(piece, &key, Some(0), out, scratch)?;
         scratch.recent.insert(&key, &out[before..]);
         Ok(())
     }
 
     /// Appends the ids of a piece of 3 to [`INLINE`] bytes, whose key is `key`, that is not among
     /// the recent pieces: from the cache of merged pieces, as a whole token, or merged (and then
-    /// cached, unless it has no more than `held` ids: the caller's table of pieces keeps those).
-    ///
-    /// When the caller's table holds pieces of up to [`NARROW_IDS`] ids, the cache of merged pieces is
-    /// neither asked nor kept: the pieces of more ids are too few to pay for a lookup on every miss
-    /// of the table (in `s2`, 0.2M merges per GB against 7.4M of pieces the table holds).
+    /// cached if it has more than `cache_over` ids: the caller's table of pieces keeps the others).
+    /// With `cache_over` None, the cache of merged pieces is neither asked nor kept.
     #[inline(always)]
     fn encode_unseen(
         &self,
         piece: &[u8],
         key: &InlineKey,
-        held: usize,
+        cache_over: Option<usize>,
         out: &mut Vec<u32>,
         scratch: &mut Scratch,
     ) -> std::result::Result<(), AllocError> {
@@ -581,10 +585,9 @@ impl Encoder {
         let before = out.len();
         // Most pieces that miss the recent ones are words of several tokens, not tokens, so the merged
         // pieces are asked before the vocabulary; no piece is in both.
-        let use_cache = held < NARROW_IDS;
-        let cached = match use_cache {
-            true => scratch.cache.get_inline(&key),
-            false => None,
+        let cached = match cache_over {
+            Some(_) => scratch.cache.get_inline(&key),
+            None => None,
         };
         match cached {
             Some(ids) => scratch.push_cached(ids, out),
@@ -592,7 +595,7 @@ impl Encoder {
                 Some(id) => out.push(id),
                 None => {
                     self.merge_segments(piece, out, scratch)?;
-                    if use_cache && out.len() - before > held {
+                    if cache_over.is_some_and(|held| out.len() - before > held) {
                         Self::keep(piece, Some(&key), before, out, scratch);
                     }
                 }

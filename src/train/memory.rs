@@ -7,24 +7,13 @@
 //! once.
 //!
 //! The words of millions of pre-tokens span far more 4 KB pages than the TLB maps, so each rewrite of a
-//! word also walks the page tables, and a prefetch waits for that walk. [`try_reserve_huge`] asks for
-//! 2 MB pages for them (see [`crate::huge_pages`]), which one TLB entry each maps.
+//! word also walks the page tables, and a prefetch waits for that walk, so they are reserved on 2 MB
+//! pages ([`crate::huge_pages::try_reserve`]), which one TLB entry each maps.
 //!
 //! glibc's `free` returns only the top of its heap to the system; memory freed below it stays resident
 //! until malloc reuses it. Training frees large amounts in small and middle-sized blocks at a few moments
 //! (the counts as the words replace them, the pairs a raised threshold drops), and without
 //! [`return_freed_memory`] the process's resident size would keep them on top of what comes next.
-
-use crate::error::{try_reserve, AllocError};
-use crate::huge_pages;
-
-/// Room for `n` more items in `v`, backed by huge pages where the kernel allows them (advice given
-/// before the pages are first written, which is when the kernel picks their size).
-pub(super) fn try_reserve_huge<T>(v: &mut Vec<T>, n: usize) -> Result<(), AllocError> {
-    try_reserve(v, n)?;
-    huge_pages::advise(v.as_ptr().cast(), v.capacity() * size_of::<T>());
-    Ok(())
-}
 
 /// Asks the CPU to start loading the cache line at `p` (x86-64; elsewhere nothing).
 #[inline(always)]

@@ -17,8 +17,9 @@
 //! an id below `END`.
 
 use super::heap::Pair;
-use super::memory::{prefetch, try_reserve_huge};
+use super::memory::prefetch;
 use crate::error::AllocError;
+use crate::huge_pages;
 
 /// The type of a token id in the words.
 pub(super) trait Symbol: Copy + Eq + Send + Sync + 'static {
@@ -105,7 +106,7 @@ impl<S: Symbol> Words<S> {
             .checked_mul(S::HEADER)
             .and_then(|h| h.checked_add(symbols))
             .ok_or(AllocError::of::<S>(usize::MAX))?;
-        try_reserve_huge(&mut records, size)?;
+        huge_pages::try_reserve(&mut records, size)?;
         Ok(Words {
             records,
             symbols: 0,
