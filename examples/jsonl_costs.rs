@@ -86,7 +86,7 @@ fn main() {
                 let mut documents = open_documents(f, *kind, &options, &Silent).unwrap();
                 loop {
                     let done = documents.read(&mut piece).unwrap();
-                    text += piece.text.len();
+                    text += piece.text_len();
                     if done {
                         break;
                     }

@@ -73,20 +73,19 @@ impl Dtype {
     }
 }
 
-/// Writes `ids` into `out` as the little-endian bytes of `dtype`; fails on an id that does not fit,
-/// and when `out` cannot be allocated.
-pub(crate) fn to_le_bytes(ids: &[u32], dtype: Dtype, out: &mut Vec<u8>) -> Result<()> {
-    // Into a buffer of the final size, in fixed-size steps: the compiler vectorizes this, where
-    // collecting a flat_map went byte by byte.
-    out.clear();
+/// Appends `ids` to `out` as the little-endian bytes of `dtype`; fails on an id that does not fit
+/// (then `out` is as before), and when `out` cannot grow.
+pub(crate) fn push_le_bytes(ids: &[u32], dtype: Dtype, out: &mut Vec<u8>) -> Result<()> {
+    // Into the spare room, in fixed-size steps: the compiler vectorizes this, where collecting a
+    // flat_map went byte by byte; and not into zeros first: clearing the room cost a third as much
+    // as the conversion.
     let width = match dtype {
         Dtype::U16 => 2,
         Dtype::U32 => 4,
     };
-    try_reserve(out, ids.len() * width).map_err(|e| e.named("the output of a chunk"))?;
-    // Written into the spare room, not into zeros first: clearing the buffer cost a third as much
-    // as the conversion.
-    let spare = &mut out.spare_capacity_mut()[..ids.len() * width];
+    let (len, added) = (out.len(), ids.len() * width);
+    try_reserve(out, added).map_err(|e| e.named("the output of a chunk"))?;
+    let spare = &mut out.spare_capacity_mut()[..added];
     match dtype {
         Dtype::U16 => {
             // The range check rides along as an OR of all ids: a separate `find` for an id out of
@@ -98,8 +97,6 @@ pub(crate) fn to_le_bytes(ids: &[u32], dtype: Dtype, out: &mut Vec<u8>) -> Resul
                 bytes[0].write(lo);
                 bytes[1].write(hi);
             }
-            // SAFETY: the loop wrote every byte of the first `ids.len() * 2`.
-            unsafe { out.set_len(ids.len() * 2) };
             if all > u16::MAX as u32 {
                 return Err(Error::IdOutOfRange {
                     id: ids.iter().copied().max().unwrap_or(all),
@@ -113,10 +110,10 @@ pub(crate) fn to_le_bytes(ids: &[u32], dtype: Dtype, out: &mut Vec<u8>) -> Resul
                     byte.write(b);
                 }
             }
-            // SAFETY: the loop wrote every byte of the first `ids.len() * 4`.
-            unsafe { out.set_len(ids.len() * 4) };
         }
     }
+    // SAFETY: the loop wrote every byte of the `added` past `len`.
+    unsafe { out.set_len(len + added) };
     Ok(())
 }
 
@@ -217,7 +214,8 @@ impl<'a> OrderedWork for FileWork<'a> {
         };
         worker.ids.clear();
         self.encoder.encode_with(text, &mut worker.ids, scratch)?;
-        to_le_bytes(&worker.ids, self.options.dtype, &mut bytes)?;
+        bytes.clear();
+        push_le_bytes(&worker.ids, self.options.dtype, &mut bytes)?;
         let len = chunk.bytes.len() as u64;
         worker.done_with = Some(chunk.bytes);
         Ok(EncodedChunk {
@@ -262,17 +260,18 @@ mod tests {
     #[test]
     fn uint16_takes_every_id_up_to_65535_and_names_the_largest_beyond() {
         let mut out = Vec::new();
-        to_le_bytes(&[0, 65535, 258], Dtype::U16, &mut out).unwrap();
+        push_le_bytes(&[0, 65535, 258], Dtype::U16, &mut out).unwrap();
         assert_eq!(out, [0, 0, 0xFF, 0xFF, 2, 1]);
         for (ids, named) in [(&[1, 65536, 3][..], 65536), (&[65536, 70000], 70000)] {
-            match to_le_bytes(ids, Dtype::U16, &mut out) {
+            match push_le_bytes(ids, Dtype::U16, &mut out) {
                 Err(Error::IdOutOfRange { id, dtype }) => {
                     assert_eq!((id, dtype), (named, "uint16"))
                 }
                 other => panic!("{ids:?} gave {other:?}"),
             }
+            assert_eq!(out, [0, 0, 0xFF, 0xFF, 2, 1], "an error appends nothing");
         }
-        to_le_bytes(&[70000], Dtype::U32, &mut out).unwrap();
-        assert_eq!(out, 70000u32.to_le_bytes());
+        push_le_bytes(&[70000], Dtype::U32, &mut out).unwrap();
+        assert_eq!(out[6..], 70000u32.to_le_bytes());
     }
 }

@@ -26,6 +26,17 @@ fn pair_key(left: u32, right: u32) -> u64 {
     (left as u64) << 32 | right as u64
 }
 
+/// Bits of [`MergeTable`]'s filter of pairs per pair, rounded up to a power of two: at 8, a pair that
+/// does not merge finds its bit clear about 9 times in 10.
+const FILTER_BITS: usize = 8;
+
+/// A pair's bit in [`MergeTable`]'s filter of pairs: the top bits of a product, by another constant
+/// than the pair cache's slots so that the two are not the same bits.
+#[inline]
+fn filter_bit(key: u64, shift: u32) -> usize {
+    (key.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> shift) as usize
+}
+
 /// What the merge loops need of a vocabulary: the id of each byte, and the rank and result of merging
 /// any two tokens.
 #[derive(Debug)]
@@ -41,6 +52,12 @@ pub(super) struct MergeTable {
     /// Bit `b0 << 8 | b1` is set when bytes `b0`, `b1` are adjacent in some token: where they are not,
     /// no merge can join the bytes on either side.
     adjacent_in_token: Vec<u64>,
+    /// A filter of the pairs in `ranks`: bit [`filter_bit`] of every pair's key is set. Most pairs the
+    /// merge loops ask about do not merge (they are the pieces' final tokens side by side), and the
+    /// filter answers 9 in 10 of them from 128 KB (for GPT-2) instead of the megabytes of `ranks`.
+    pair_filter: Vec<u64>,
+    /// 64 minus log2 of the bits of `pair_filter`.
+    filter_shift: u32,
 }
 
 impl MergeTable {
@@ -72,7 +89,16 @@ impl MergeTable {
                 adjacent_in_token[bit / 64] |= 1 << (bit % 64);
             }
         }
+        let bits = (ranks.len() * FILTER_BITS).next_power_of_two().max(64);
+        let filter_shift = 64 - bits.trailing_zeros();
+        let mut pair_filter = try_vec(0u64, bits / 64).map_err(tables)?;
+        for &key in ranks.keys() {
+            let bit = filter_bit(key, filter_shift);
+            pair_filter[bit / 64] |= 1 << (bit % 64);
+        }
         Ok(MergeTable {
+            pair_filter,
+            filter_shift,
             byte_ids,
             ranks,
             rank_limit,
@@ -108,7 +134,12 @@ impl MergeTable {
     /// The (rank, merged id) of `left` then `right`, if they merge.
     #[inline]
     pub(super) fn rank(&self, left: u32, right: u32) -> Option<(u32, u32)> {
-        self.ranks.get(&pair_key(left, right)).copied()
+        let key = pair_key(left, right);
+        let bit = filter_bit(key, self.filter_shift);
+        if self.pair_filter[bit / 64] >> (bit % 64) & 1 == 0 {
+            return None;
+        }
+        self.ranks.get(&key).copied()
     }
 }
 
@@ -272,4 +303,40 @@ fn pair_ranks<M: AsRef<[u8]>>(
         }
     }
     Ok(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encode::tests::{trained_encoder, xorshift};
+
+    #[test]
+    fn the_filter_of_pairs_answers_as_the_map_does() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let text: String = (0..20_000)
+            .map(|_| b"abcde fgh"[xorshift(&mut seed) as usize % 9] as char)
+            .collect();
+        let table = trained_encoder(&text, 256 + 300).merges;
+        assert!(table.ranks.len() >= 300, "{}", table.ranks.len());
+        // Every pair is found: the filter never turns one away.
+        for (&key, &answer) in &table.ranks {
+            assert_eq!(table.rank((key >> 32) as u32, key as u32), Some(answer));
+        }
+        // Pairs that do not merge, most of them turned away by the filter, the rest by the map.
+        let ids = 256 + 300;
+        let (mut asked, mut filtered) = (0, 0);
+        for left in 0..ids {
+            for right in 0..ids {
+                let key = pair_key(left, right);
+                if table.ranks.contains_key(&key) {
+                    continue;
+                }
+                assert_eq!(table.rank(left, right), None);
+                let bit = filter_bit(key, table.filter_shift);
+                asked += 1;
+                filtered += (table.pair_filter[bit / 64] >> (bit % 64) & 1 == 0) as u32;
+            }
+        }
+        assert!(filtered * 10 >= asked * 8, "{filtered} of {asked}");
+    }
 }

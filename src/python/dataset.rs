@@ -76,7 +76,7 @@ impl PyDocuments<'_> {
                 )));
             };
             let added = match utf8(text) {
-                Ok(text) => piece.push_document(text.as_bytes()),
+                Ok(text) => piece.push_document(&text),
                 Err(e) => bad(RecordAt::Item(at), e.value(py).to_string(), piece),
             };
             if let Err(e) = added {

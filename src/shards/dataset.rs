@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use super::writer::{Shard, ShardFormat, ShardWriter};
 use crate::encode::cache::Scratch;
-use crate::encode::file::{to_le_bytes, Dtype};
+use crate::encode::file::{push_le_bytes, Dtype};
 use crate::encode::Encoder;
 use crate::error::{try_push, Error, Result};
 use crate::ordered::{run_ordered, OrderedSink, OrderedWork};
@@ -187,7 +187,7 @@ impl<'a> OrderedWork for DatasetWork<'a, '_> {
             ends,
             ended,
             input_bytes: piece.input_bytes,
-            text_bytes: piece.text.len() as u64,
+            text_bytes: piece.text_len() as u64,
             skipped: piece.skipped,
             skip_messages: std::mem::take(&mut piece.skip_messages),
         })
@@ -217,22 +217,28 @@ impl DatasetWork<'_, '_> {
             ),
         };
         ids.clear();
+        bytes.clear();
         let mut ends = Vec::new();
         let oom = |e: crate::AllocError| e.named("the ids of a piece");
+        // The ids, converted a document at a time while they are in cache (a piece's ids, 4 MB, are
+        // not) and then cleared: how many were converted before.
+        let mut converted = 0;
         // Ends the document whose ids were just pushed.
-        let mut end_document = |ids: &mut Vec<u32>| -> Result<()> {
+        let mut end_document = |ids: &mut Vec<u32>, bytes: &mut Vec<u8>| -> Result<()> {
             if let Some(eot) = options.eot {
                 try_push(ids, eot).map_err(oom)?;
             }
-            try_push(&mut ends, ids.len() as u64).map_err(oom)
+            push_le_bytes(ids, options.dtype, bytes)?;
+            converted += ids.len() as u64;
+            ids.clear();
+            try_push(&mut ends, converted).map_err(oom)
         };
-        match piece.split {
-            Some(offset) => {
-                let text =
-                    simdutf8::compat::from_utf8(&piece.text).map_err(|e| Error::InvalidUtf8 {
-                        path: self.paths[job].clone().unwrap_or_default(),
-                        offset: offset + e.valid_up_to() as u64,
-                    })?;
+        match piece.chunk() {
+            Some((chunk, offset)) => {
+                let text = simdutf8::compat::from_utf8(chunk).map_err(|e| Error::InvalidUtf8 {
+                    path: self.paths[job].clone().unwrap_or_default(),
+                    offset: offset + e.valid_up_to() as u64,
+                })?;
                 let (specials, _) = encoder.specials();
                 // Where the document being encoded starts, and where the next segment does.
                 let (mut start, mut at) = (0, 0);
@@ -246,26 +252,23 @@ impl DatasetWork<'_, '_> {
                             at += specials.tokens()[i].len();
                             if Some(i) == self.separator {
                                 encoder.encode_with(&text[start..token_start], ids, scratch)?;
-                                end_document(ids)?;
+                                end_document(ids, &mut bytes)?;
                                 start = at;
                             }
                         }
                     }
                 }
                 encoder.encode_with(&text[start..], ids, scratch)?;
+                // The open document goes on in the next piece.
+                push_le_bytes(ids, options.dtype, &mut bytes)?;
             }
             None => {
-                let mut start = 0;
-                for &end in &piece.ends {
-                    let text = simdutf8::compat::from_utf8(&piece.text[start..end])
-                        .expect("records are checked as they are read");
+                for text in piece.documents() {
                     encoder.encode_with(text, ids, scratch)?;
-                    end_document(ids)?;
-                    start = end;
+                    end_document(ids, &mut bytes)?;
                 }
             }
         }
-        to_le_bytes(ids, options.dtype, &mut bytes)?;
         Ok((bytes, ends))
     }
 }
@@ -298,7 +301,7 @@ pub fn encode_dataset<'a>(
     let eot_bytes = match options.eot {
         Some(eot) => {
             let mut bytes = Vec::new();
-            to_le_bytes(&[eot], options.dtype, &mut bytes)?;
+            push_le_bytes(&[eot], options.dtype, &mut bytes)?;
             Some(bytes)
         }
         None => None,
@@ -457,7 +460,7 @@ mod tests {
     impl DocumentReader for Fast<'_> {
         fn read(&mut self, piece: &mut Piece) -> Result<bool> {
             piece.clear();
-            piece.push_document(b"the other one")?;
+            piece.push_document("the other one")?;
             Ok(self.0.fetch_add(1, Ordering::SeqCst) + 1 == 300)
         }
     }
