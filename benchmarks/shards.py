@@ -26,8 +26,9 @@ token after each document:
 
 Each run is a fresh process (``encode.py``'s ``run_child``: peak RSS is the child's ``ru_maxrss``); runs go
 round by round, each tool once a round, and the median of ``--repeat`` is reported. ``--baseline DIR``
-adds ``bytepair-bin-baseline`` to every set: ``bytepair-bin`` with the package in ``DIR`` imported instead (a
-copy of an earlier build's ``python/bytepair`` folder, its extension included), so that a change is
+adds ``bytepair-bin-baseline`` to every set: ``bytepair-bin`` with the package in ``DIR/bytepair`` imported
+instead (a copy of an earlier build's ``python/bytepair`` folder, its extension included; the run stops when
+``DIR/bytepair`` is missing, and the child checks where ``bytepair`` came from), so that a change is
 measured against the code before it in the same rounds. The shard files are read once beforehand so that
 every tool starts from the page cache; before each run the previous output is deleted and ``os.sync()``
 called, so that no run pays for another's writeback.
@@ -181,6 +182,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     tool, work = spec["tool"], Path(spec["work"])
     if "baseline" in spec:
         sys.path.insert(0, spec["baseline"])  # before encode.load imports bytepair
+        import bytepair
+
+        assert Path(bytepair.__file__).is_relative_to(spec["baseline"]), bytepair.__file__
     paths = [Path(p) for p in spec["paths"]]
     peer = "bytepair" if tool.startswith("bytepair") else tool
     tok = encode.load(peer, Path(spec["shared"]), work)
@@ -343,7 +347,8 @@ def main() -> None:
     p.add_argument(
         "--baseline",
         type=Path,
-        help=f"a copy of an earlier build's python/bytepair folder, its .so included: adds {BASELINE}",
+        help=f"a folder holding a copy of an earlier build's python/bytepair folder (DIR/bytepair, its .so "
+        f"included): adds {BASELINE}",
     )
     p.add_argument(
         "--against-file",
@@ -366,6 +371,10 @@ def main() -> None:
     versions = ", ".join(
         f"{n} {importlib.metadata.version(n)}" for n in sorted({packages[t] for t in installed})
     )
+    if args.baseline and not (args.baseline / "bytepair" / "__init__.py").is_file():
+        # Without DIR/bytepair, the import falls through to the installed package, and the baseline would
+        # be the code under test timed twice.
+        p.error(f"--baseline: {args.baseline / 'bytepair' / '__init__.py'} does not exist")
     if args.baseline and "bytepair-bin" in installed:
         args.tools.append(BASELINE)
         installed.append(BASELINE)
