@@ -35,16 +35,19 @@ pub(crate) fn try_reserve<T>(v: &mut Vec<T>, n: usize) -> Result<(), AllocError>
 /// Asks the kernel to map the whole 4 KB pages of `len` bytes at `ptr` at once (`MADV_POPULATE_WRITE`),
 /// before they are written: one call instead of a page fault per page, for a buffer that stays on 4 KB
 /// pages. Advice only, as [`advise`]: a kernel without it (before 5.14) faults the pages in as they
-/// are written, and the bytes never change.
+/// are written, and the bytes never change. Only the binding has a buffer that stays on 4 KB pages.
+#[cfg(feature = "python")]
 pub fn populate(ptr: *const u8, len: usize) {
     madvise_whole_pages(ptr, len, MADV_POPULATE_WRITE);
 }
 
 #[cfg(target_os = "linux")]
-use libc::{MADV_HUGEPAGE, MADV_POPULATE_WRITE};
+use libc::MADV_HUGEPAGE;
+#[cfg(all(target_os = "linux", feature = "python"))]
+use libc::MADV_POPULATE_WRITE;
 #[cfg(not(target_os = "linux"))]
 const MADV_HUGEPAGE: i32 = 0;
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(not(target_os = "linux"), feature = "python"))]
 const MADV_POPULATE_WRITE: i32 = 0;
 
 /// `madvise(advice)` on the 4 KB pages that lie wholly within `len` bytes at `ptr`, if any; nothing

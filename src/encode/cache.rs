@@ -107,12 +107,18 @@ impl Scratch {
     /// Sized for texts of about `text_len` bytes, its cache bounded by `cap`; fails when its tables
     /// cannot be allocated (up to 600 KB, and a worker's table of pieces: [`CacheCap::WORKER`]).
     pub(crate) fn for_text(text_len: usize, cap: CacheCap) -> Result<Scratch, AllocError> {
+        // A worker's table of pieces holds every piece the small pieces would (up to 15 bytes, they
+        // up to 7), so a worker never asks them: it gets the least of them.
+        let small_len = match cap.table_sets {
+            0 => text_len,
+            _ => 0,
+        };
         Ok(Scratch {
             short: ShortMerge::new()?,
             long: LongMerge::default(),
             merge_cache: MergeCache::for_text(text_len)?,
             recent: RecentPieces::for_text(text_len)?,
-            small: SmallPieces::for_text(text_len)?,
+            small: SmallPieces::for_text(small_len)?,
             batched: match cap.table_sets {
                 0 => None,
                 most => Some(Batched::new(Batched::sets_for(text_len, most))?),
@@ -439,6 +445,14 @@ mod tests {
             MergeCache::entries_for(usize::MAX)
         );
         assert_eq!(scratch.small.entries(), SMALL_ENTRIES);
+    }
+
+    #[test]
+    fn a_worker_gets_the_least_of_the_small_pieces_its_table_holds() {
+        const { assert!(SMALL_PIECE <= super::super::batch::TABLE_PIECE) };
+        let worker = Scratch::for_worker(4 << 20, 0).unwrap();
+        assert_eq!(worker.small.entries(), SmallPieces::entries_for(0));
+        assert_eq!(worker.recent.entries(), RecentPieces::entries_for(4 << 20));
     }
 
     #[test]
