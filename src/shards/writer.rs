@@ -524,6 +524,27 @@ mod tests {
     }
 
     #[test]
+    fn a_data_file_of_several_direct_buffers_holds_its_header_ids_and_checksum() {
+        let dir = folder("large");
+        // Three buffers and a bit, across writes of uneven lengths, and a partial last block.
+        let ids: Vec<u16> = (0..(3 * DIRECT_BUFFER + 6) / 2)
+            .map(|i| (i * 7919 % 50257) as u16)
+            .collect();
+        let mut w = ShardWriter::create(&dir, "s", ShardFormat::Npy, Dtype::U16).unwrap();
+        let bytes = u16s(&ids);
+        for (k, part) in bytes.chunks(300_002).enumerate() {
+            w.write(part, if k % 2 == 0 { &[1] } else { &[] }).unwrap();
+        }
+        let shard = w.finish().unwrap();
+        let data = fs::read(dir.join("s.npy")).unwrap();
+        assert_eq!(&data[..HEADER_LEN], npy_header("<u2", ids.len() as u64));
+        assert_eq!(data[HEADER_LEN..], bytes);
+        assert_eq!(shard.files[0].bytes, data.len() as u64);
+        assert_eq!(shard.files[0].crc32, crc32fast::hash(&data));
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn an_open_document_ends_with_the_end_of_text_token_and_an_empty_one_not_at_all() {
         let dir = folder("eot");
         let mut w = ShardWriter::create(&dir, "s", ShardFormat::Npy, Dtype::U32).unwrap();
