@@ -14,8 +14,7 @@
 //! and the files beside them are what the parts share: `special.rs` (special tokens, matched
 //! leftmost-longest before pre-tokenization), `chunks.rs` (where a file is cut so that each piece can
 //! be processed alone), `input.rs` and `output.rs` (opening the files named by the user so that nothing
-//! waits forever and nothing the user did not name is replaced), `direct_write.rs` (a large output
-//! written around the page cache), `ordered.rs` (work read in order, done
+//! waits forever and nothing the user did not name is replaced), `ordered.rs` (work read in order, done
 //! on threads and written in order: the pipeline of `encode_file` and `encode_dataset`), `threads.rs`
 //! (how many threads a call starts), `progress.rs`, `error.rs` (the one error type, and fallible allocation), `bytes_map.rs`
 //! (the byte-string map behind counting and encoding's lookups), and `huge_pages.rs`.
@@ -37,7 +36,6 @@
 
 mod bytes_map;
 mod chunks;
-mod direct_write;
 mod encode;
 mod error;
 mod huge_pages;

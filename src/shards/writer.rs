@@ -10,12 +10,6 @@
 //! (a crash before that leaves only temporary files, which dropping the writer or the next run
 //! removes). Whether a shard is complete is for the manifest to say, which the caller writes after.
 //!
-//! The data file, nearly all the bytes a shard set writes, goes around the page cache
-//! ([`DirectWriter`], `O_DIRECT` where the file system takes it): every shard is flushed to disk before
-//! it is renamed anyway, so the page cache only adds the kernel's copy of each byte, which cost 0.3 to
-//! 1 s of CPU per GB of ids on the project's machine, taken from the encoding threads. The index is
-//! small and written as it comes, since Megatron's tail reads it back.
-//!
 //! Each file's CRC-32 (the zlib polynomial, as Python's `zlib.crc32` computes it) is computed from the
 //! bytes as they are written, the header folded in front at the end ([`Hasher::combine`]), so that
 //! checking it later reads the file once, and writing it costs no second pass.
@@ -29,7 +23,6 @@ use std::path::{Path, PathBuf};
 
 use crc32fast::Hasher;
 
-use crate::direct_write::{DirectWriter, DIRECT_BUFFER};
 use crate::encode::file::Dtype;
 use crate::encode::npy::{close, npy_header, HEADER_LEN};
 use crate::error::{Error, Result};
@@ -120,20 +113,12 @@ pub struct Shard {
     pub documents: u64,
 }
 
-/// How a part's bytes reach its file.
-enum Sink {
-    /// Ordinary writes, each as it comes: the index, whose Megatron tail reads back what was written.
-    Plain(File),
-    /// Around the page cache, a buffer at a time: the data, most of what a shard set writes.
-    Direct(DirectWriter),
-}
-
 /// One of a shard's files, written under a temporary name until [`ShardWriter::finish`] renames it.
 struct Part {
     /// The temporary file; removed on drop unless renamed (then None).
     temp: Option<TempFile>,
     /// None once closed.
-    file: Option<Sink>,
+    file: Option<File>,
     /// The CRC-32 of the bytes after the header, and how many there are.
     crc: Hasher,
     /// The file's final path, which errors name.
@@ -141,17 +126,9 @@ struct Part {
 }
 
 impl Part {
-    /// Creates the temporary file for `path` and keeps `header_len` bytes for its header; `direct`
-    /// writes it around the page cache ([`DirectWriter`]).
-    fn create(path: PathBuf, header_len: usize, direct: bool) -> Result<Part> {
+    /// Creates the temporary file for `path` and keeps `header_len` bytes for its header.
+    fn create(path: PathBuf, header_len: usize) -> Result<Part> {
         let (temp, file) = TempFile::create(&path, None).map_err(|e| Error::io(&path, e))?;
-        let file = match direct {
-            true => Sink::Direct(
-                DirectWriter::new(file, DIRECT_BUFFER, true)
-                    .map_err(|e| e.named("the buffer of a shard's data file"))?,
-            ),
-            false => Sink::Plain(file),
-        };
         let mut part = Part {
             temp: Some(temp),
             file: Some(file),
@@ -164,12 +141,11 @@ impl Part {
 
     fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
         let path = &self.path;
-        let written = match self.file.as_mut() {
-            Some(Sink::Plain(file)) => file.write_all(bytes),
-            Some(Sink::Direct(writer)) => writer.write_all(bytes),
-            None => unreachable!("a part is written until it is finished"),
-        };
-        written.map_err(|e| Error::io(path, e))
+        let file = self
+            .file
+            .as_mut()
+            .expect("a part is written until it is finished");
+        file.write_all(bytes).map_err(|e| Error::io(path, e))
     }
 
     /// Appends `bytes` after the header.
@@ -182,10 +158,7 @@ impl Part {
     /// size and CRC-32.
     fn close(&mut self, header: &[u8]) -> Result<(u64, u32)> {
         let fail = |e| Error::io(&self.path, e);
-        let mut file = match self.file.take().expect("a part is closed once") {
-            Sink::Plain(file) => file,
-            Sink::Direct(writer) => writer.finish().map_err(fail)?,
-        };
+        let mut file = self.file.take().expect("a part is closed once");
         if !header.is_empty() {
             file.seek(SeekFrom::Start(0)).map_err(fail)?;
             file.write_all(header).map_err(fail)?;
@@ -234,16 +207,8 @@ impl ShardWriter {
     ) -> Result<ShardWriter> {
         let [data_suffix, index_suffix] = format.suffixes();
         let [data_header, index_header] = format.header_lens();
-        let data = Part::create(
-            folder.join(format!("{name}{data_suffix}")),
-            data_header,
-            true,
-        )?;
-        let index = Part::create(
-            folder.join(format!("{name}{index_suffix}")),
-            index_header,
-            false,
-        )?;
+        let data = Part::create(folder.join(format!("{name}{data_suffix}")), data_header)?;
+        let index = Part::create(folder.join(format!("{name}{index_suffix}")), index_header)?;
         let mut index_buf = Vec::with_capacity(INDEX_BUFFER + 8);
         if format != ShardFormat::Megatron {
             // The offsets start with the first document's start.
@@ -524,10 +489,10 @@ mod tests {
     }
 
     #[test]
-    fn a_data_file_of_several_direct_buffers_holds_its_header_ids_and_checksum() {
+    fn a_data_file_of_megabytes_holds_its_header_ids_and_checksum() {
         let dir = folder("large");
-        // Three buffers and a bit, across writes of uneven lengths, and a partial last block.
-        let ids: Vec<u16> = (0..(3 * DIRECT_BUFFER + 6) / 2)
+        // Three megabytes and a bit, in writes of uneven lengths.
+        let ids: Vec<u16> = (0..(3 << 20) / 2 + 3)
             .map(|i| (i * 7919 % 50257) as u16)
             .collect();
         let mut w = ShardWriter::create(&dir, "s", ShardFormat::Npy, Dtype::U16).unwrap();
