@@ -492,7 +492,7 @@ mod tests {
     fn a_data_file_of_megabytes_holds_its_header_ids_and_checksum() {
         let dir = folder("large");
         // Three megabytes and a bit, in writes of uneven lengths.
-        let ids: Vec<u16> = (0..(3 << 20) / 2 + 3)
+        let ids: Vec<u16> = (0..(3usize << 20) / 2 + 3)
             .map(|i| (i * 7919 % 50257) as u16)
             .collect();
         let mut w = ShardWriter::create(&dir, "s", ShardFormat::Npy, Dtype::U16).unwrap();
