@@ -107,22 +107,20 @@ impl Scratch {
     /// Sized for texts of about `text_len` bytes, its cache bounded by `cap`; fails when its tables
     /// cannot be allocated (up to 600 KB, and a worker's table of pieces: [`CacheCap::WORKER`]).
     pub(crate) fn for_text(text_len: usize, cap: CacheCap) -> Result<Scratch, AllocError> {
+        let batched = match cap.table_sets {
+            0 => None,
+            most => Some(Batched::new(Batched::sets_for(text_len, most))?),
+        };
         // A worker's table of pieces holds every piece the small pieces would (up to 15 bytes, they
         // up to 7), so a worker never asks them: it gets the least of them.
-        let small_len = match cap.table_sets {
-            0 => text_len,
-            _ => 0,
-        };
+        let small_len = if batched.is_some() { 0 } else { text_len };
         Ok(Scratch {
             short: ShortMerge::new()?,
             long: LongMerge::default(),
             merge_cache: MergeCache::for_text(text_len)?,
             recent: RecentPieces::for_text(text_len)?,
             small: SmallPieces::for_text(small_len)?,
-            batched: match cap.table_sets {
-                0 => None,
-                most => Some(Batched::new(Batched::sets_for(text_len, most))?),
-            },
+            batched,
             cache: BytesMap::with_capacity(0)?,
             cached_ids: Vec::new(),
             #[cfg(any(feature = "python", test))]
