@@ -127,6 +127,91 @@ def test_the_bytes_are_the_same_for_any_thread_count_and_piece_size(tmp_path, gp
     ]
 
 
+def write_even_corpus(folder: Path, files: int = 40, per_file: int = 6) -> list[Path]:
+    """`files` JSON lines inputs of about the same size: enough that on 2 or 3 threads each worker takes
+    whole inputs, each into its own shard, rather than pieces of one input after another."""
+    docs = corpus_documents(per_file)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for f in range(files):
+        path = folder / f"part-{f:02d}.jsonl"
+        path.write_text("".join(json.dumps({"text": f"{f} {d}"}) + "\n" for d in docs), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def test_whole_inputs_on_many_workers_give_the_bytes_of_one_thread(tmp_path, gpt2):
+    paths = write_even_corpus(tmp_path / "in")
+    digests = []
+    for threads, chunk in [(1, None), (2, 1000), (3, None)]:
+        out = tmp_path / f"out-{threads}"
+        summary = encode_dataset(
+            gpt2, gpt2._encoder, paths, out, format="megatron", num_threads=threads, _chunk_size=chunk
+        )
+        assert summary.documents == 40 * 6
+        assert summary.written == [f"{i:05d}-part-{i:02d}" for i in range(40)]
+        digests.append(digest(out))
+    assert digests[0] == digests[1] == digests[2]
+    bytepair.shards.open(tmp_path / "out-2").verify()
+    assert [ids.tolist() for ids in bytepair.shards.open(tmp_path / "out-2")][:6] == [
+        gpt2.encode(f"0 {d}") + gpt2.encode(EOT) for d in corpus_documents(6)
+    ]
+
+
+def test_resume_after_sigkill_while_workers_encode_whole_inputs_is_byte_identical(tmp_path, gpt2):
+    paths = write_even_corpus(tmp_path / "in")
+    out = tmp_path / "out"
+    script = tmp_path / "killer.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os, signal, sys
+            import bytepair
+            tok = bytepair.Tokenizer.from_files(sys.argv[1], sys.argv[2], ["<|endoftext|>"])
+
+            def progress(phase, done, total, documents, tokens):
+                # Killed once ten shards are in place: the workers are then in the middle of others.
+                if documents >= 60:
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+            tok.encode_dataset(sys.argv[4:], sys.argv[3], format="bin", num_threads=2, progress=progress)
+            """
+        )
+    )
+    args = [sys.executable, str(script), str(CS336 / "gpt2_vocab.json"), str(CS336 / "gpt2_merges.txt")]
+    run = subprocess.run([*args, str(out), *map(str, paths)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == -9, run.stderr
+    recorded = [s["name"] for s in bytepair.shards.read_manifest(out / "manifest.json")["shards"]]
+    assert recorded == [f"{i:05d}-part-{i:02d}" for i in range(len(recorded))] and len(recorded) < 40
+    summary = gpt2.encode_dataset(paths, out, format="bin", num_threads=2)
+    assert summary.already_complete == recorded
+    assert summary.written == [f"{i:05d}-part-{i:02d}" for i in range(len(recorded), 40)]
+    assert not any(p.name.startswith(".bp-") for p in out.iterdir())
+    gpt2.encode_dataset(paths, tmp_path / "one", format="bin", num_threads=1)
+    assert digest(out) == digest(tmp_path / "one")
+    bytepair.shards.open(out).verify()
+
+
+def test_ctrl_c_while_workers_encode_whole_inputs_keeps_only_whole_shards(tmp_path, gpt2):
+    paths = write_even_corpus(tmp_path / "in")
+    out = tmp_path / "out"
+
+    def progress(phase, done, total, documents, tokens):
+        if documents >= 30:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        encode_dataset(gpt2, gpt2._encoder, paths, out, format="npy", num_threads=2, progress=progress)
+    recorded = [s["name"] for s in bytepair.shards.read_manifest(out / "manifest.json")["shards"]]
+    assert recorded == [f"{i:05d}-part-{i:02d}" for i in range(5)]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["manifest.json"] + [f"{n}{s}" for n in recorded for s in (".npy", ".offsets.npy")]
+    )
+    gpt2.encode_dataset(paths, out, format="npy", num_threads=2)
+    gpt2.encode_dataset(paths, tmp_path / "one", format="npy", num_threads=1)
+    assert digest(out) == digest(tmp_path / "one")
+
+
 KILLER = textwrap.dedent(
     """
     import os, signal, sys

@@ -5,10 +5,12 @@
 //! the data as it comes and the index a few bytes a document, so memory does not grow with the shard.
 //! The headers hold lengths known only at the end, so they are written last over the room kept for
 //! them; Megatron's index also holds each document's byte offset after all the lengths, computed at the
-//! end by reading the lengths back from the file. [`ShardWriter::finish`] then flushes both files to
-//! disk, renames them to their names, and flushes the folder: a shard under its final names is whole
-//! (a crash before that leaves only temporary files, which dropping the writer or the next run
-//! removes). Whether a shard is complete is for the manifest to say, which the caller writes after.
+//! end by reading the lengths back from the file ([`ShardWriter::close`]). [`ClosedShard::commit`]
+//! then flushes both files to disk, renames them to their names, and flushes the folder: a shard under
+//! its final names is whole (a crash before that leaves only temporary files, which dropping the writer
+//! or the next run removes). The two steps may run on different threads: a worker writes a shard and
+//! the calling thread commits it. Whether a shard is complete is for the manifest to say, which the
+//! caller writes after.
 //!
 //! Each file's CRC-32 (the zlib polynomial, as Python's `zlib.crc32` computes it) is computed from the
 //! bytes as they are written, the header folded in front at the end ([`Hasher::combine`]), so that
@@ -154,27 +156,32 @@ impl Part {
         self.write_raw(bytes)
     }
 
-    /// Writes `header` over the room kept for it, flushes the file to disk and closes it; returns its
-    /// size and CRC-32.
-    fn close(&mut self, header: &[u8]) -> Result<(u64, u32)> {
-        let fail = |e| Error::io(&self.path, e);
-        let mut file = self.file.take().expect("a part is closed once");
+    /// Writes `header` over the room kept for it; returns the file's size and CRC-32.
+    fn write_header(&mut self, header: &[u8]) -> Result<(u64, u32)> {
+        let path = &self.path;
+        let file = self
+            .file
+            .as_mut()
+            .expect("a part's header is written before it is closed");
         if !header.is_empty() {
-            file.seek(SeekFrom::Start(0)).map_err(fail)?;
-            file.write_all(header).map_err(fail)?;
+            file.seek(SeekFrom::Start(0))
+                .and_then(|_| file.write_all(header))
+                .map_err(|e| Error::io(path, e))?;
         }
-        // On disk before the rename: once the manifest says the shard is complete, it must be, even
-        // after a power cut.
-        file.sync_all().map_err(fail)?;
-        close(file).map_err(fail)?;
         let mut crc = Hasher::new();
         crc.update(header);
         crc.combine(&self.crc);
         Ok((header.len() as u64 + self.crc.total_len(), crc.finalize()))
     }
 
-    /// Renames the closed file to its final path.
-    fn rename(&mut self) -> Result<()> {
+    /// Flushes the file to disk, closes it and renames it to its final path.
+    fn commit(&mut self) -> Result<()> {
+        let fail = |e| Error::io(&self.path, e);
+        let file = self.file.take().expect("a part is committed once");
+        // On disk before the rename: once the manifest says the shard is complete, it must be, even
+        // after a power cut.
+        file.sync_all().map_err(fail)?;
+        close(file).map_err(fail)?;
         let temp = self.temp.take().expect("a part is renamed once");
         temp.rename().map_err(|e| Error::io(&self.path, e))
     }
@@ -339,7 +346,14 @@ impl ShardWriter {
 
     /// Finishes the shard: headers, files flushed to disk, renamed to their names, the folder flushed.
     /// The document left open is ended first ([`Self::end_open_document`] without an end-of-text).
-    pub(crate) fn finish(mut self) -> Result<Shard> {
+    pub(crate) fn finish(self) -> Result<Shard> {
+        self.close()?.commit()
+    }
+
+    /// Finishes writing the shard, whose files keep their temporary names until
+    /// [`ClosedShard::commit`]: the document left open ended ([`Self::end_open_document`] without an
+    /// end-of-text), the index completed, the headers written.
+    pub(crate) fn close(mut self) -> Result<ClosedShard> {
         self.end_open_document(None)?;
         self.flush_index()?;
         let (descr, code) = match self.dtype {
@@ -363,11 +377,8 @@ impl ShardWriter {
                 npy_header("<i8", self.documents + 1),
             ),
         };
-        let (data_bytes, data_crc) = self.data.close(&data_header)?;
-        let (index_bytes, index_crc) = self.index.close(&index_header)?;
-        self.data.rename()?;
-        self.index.rename()?;
-        sync_folder(&self.folder)?;
+        let (data_bytes, data_crc) = self.data.write_header(&data_header)?;
+        let (index_bytes, index_crc) = self.index.write_header(&index_header)?;
         let file = |part: &Part, bytes, crc32| ShardFile {
             name: part
                 .path
@@ -377,7 +388,7 @@ impl ShardWriter {
             bytes,
             crc32,
         };
-        Ok(Shard {
+        let shard = Shard {
             name: self.name.clone(),
             files: [
                 file(&self.data, data_bytes, data_crc),
@@ -385,7 +396,32 @@ impl ShardWriter {
             ],
             tokens: self.tokens,
             documents: self.documents,
+        };
+        Ok(ClosedShard {
+            shard,
+            folder: self.folder,
+            data: self.data,
+            index: self.index,
         })
+    }
+}
+
+/// A shard written whole under temporary names ([`ShardWriter::close`]); dropped, it removes them.
+pub(crate) struct ClosedShard {
+    shard: Shard,
+    folder: PathBuf,
+    data: Part,
+    index: Part,
+}
+
+impl ClosedShard {
+    /// Puts the shard in place: its files flushed to disk and renamed to their names, the folder
+    /// flushed.
+    pub(crate) fn commit(mut self) -> Result<Shard> {
+        self.data.commit()?;
+        self.index.commit()?;
+        sync_folder(&self.folder)?;
+        Ok(self.shard)
     }
 }
 
