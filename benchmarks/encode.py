@@ -335,12 +335,16 @@ def interleaved(specs: dict[str, Result], repeat: int, timeout: float, base: str
     peak RSS of the median run), or its first error; and the ratio of its speed to ``base``'s as the
     median and the lowest of the ratios of the rounds where both ran. The runs go round by round, every
     tool once a round, so that a slow spell of the shared machine falls on all tools alike instead of on
-    the runs of one."""
+    the runs of one. Each round starts one tool later than the one before: a run's speed depends on the
+    one before it (a process that just freed gigabytes leaves memory the next one fills faster than
+    memory untouched for a while), so no tool keeps one place."""
     rounds: list[dict[str, Result]] = []
     failed: dict[str, Result] = {}
-    for _ in range(repeat):
+    tools = list(specs)
+    for i in range(repeat):
         this_round = {}
-        for tool, spec in specs.items():
+        for tool in tools[i % len(tools) :] + tools[: i % len(tools)]:
+            spec = specs[tool]
             if tool not in failed:
                 result = run_child(spec, timeout)
                 if "error" in result:
