@@ -25,6 +25,7 @@
 //! shard before it is complete and none after it was started.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::writer::{ClosedShard, Shard, ShardFormat, ShardWriter};
 use crate::encode::cache::Scratch;
@@ -288,6 +289,7 @@ struct WholeReading<'a> {
 
 /// An input encoded whole into its shard, not yet in place.
 struct WholeShard {
+    job: usize,
     shard: ClosedShard,
     inputs: ShardInputs,
     input_bytes: u64,
@@ -303,6 +305,10 @@ struct WholeInputs<'a, 'o, 'f> {
     folder: &'f Path,
     shards: &'f [String],
     eot: Option<&'f [u8]>,
+    /// The first input that failed, or `usize::MAX`: a worker on a later one stops at its next piece
+    /// rather than encode a whole input whose shard will never be put in place (an input may be
+    /// gigabytes). Workers on earlier inputs go on, so that their shards are complete.
+    failed: &'f AtomicUsize,
 }
 
 impl<'a> OrderedWork for WholeInputs<'a, '_, '_> {
@@ -326,6 +332,23 @@ impl<'a> OrderedWork for WholeInputs<'a, '_, '_> {
         &self,
         (job, input): (usize, DatasetInput<'a>),
         worker: &mut Worker,
+        bytes: Vec<u8>,
+    ) -> Result<WholeShard> {
+        let encoded = self.encode_whole(job, input, worker, bytes);
+        if encoded.is_err() {
+            self.failed.fetch_min(job, Ordering::SeqCst);
+        }
+        encoded
+    }
+}
+
+impl<'a> WholeInputs<'a, '_, '_> {
+    /// The shard of input `job`, written whole under temporary names.
+    fn encode_whole(
+        &self,
+        job: usize,
+        input: DatasetInput<'a>,
+        worker: &mut Worker,
         mut bytes: Vec<u8>,
     ) -> Result<WholeShard> {
         let work = &self.pieces;
@@ -346,7 +369,7 @@ impl<'a> OrderedWork for WholeInputs<'a, '_, '_> {
         let mut skip_messages = Vec::new();
         loop {
             // Ctrl-C between pieces, as the calling thread's progress reports let it in otherwise.
-            if work.progress.cancelled() {
+            if work.progress.cancelled() || self.failed.load(Ordering::SeqCst) < job {
                 return Err(Error::Interrupted);
             }
             let ended = reader.read(&mut worker.piece)?;
@@ -365,6 +388,7 @@ impl<'a> OrderedWork for WholeInputs<'a, '_, '_> {
         }
         shard.end_open_document(self.eot)?;
         Ok(WholeShard {
+            job,
             shard: shard.close()?,
             inputs,
             input_bytes,
@@ -377,6 +401,8 @@ impl<'a> OrderedWork for WholeInputs<'a, '_, '_> {
 /// The calling thread's side of [`WholeInputs`]: puts each shard in place, in order.
 struct Committer<'o, 'a, 'f> {
     options: &'o DatasetOptions<'a>,
+    /// [`WholeInputs::failed`], which a shard that cannot be put in place sets too.
+    failed: &'f AtomicUsize,
     progress: &'o dyn Progress,
     on_shard: &'f mut dyn FnMut(&Shard, ShardInputs) -> Result<()>,
     summary: DatasetSummary,
@@ -384,6 +410,28 @@ struct Committer<'o, 'a, 'f> {
 
 impl OrderedSink<WholeShard> for Committer<'_, '_, '_> {
     fn write(&mut self, done: WholeShard) -> Result<Vec<u8>> {
+        let job = done.job;
+        let written = self.commit(done);
+        if written.is_err() {
+            self.failed.fetch_min(job, Ordering::SeqCst);
+        }
+        written
+    }
+
+    fn written(&mut self) -> Result<()> {
+        let summary = &self.summary;
+        self.progress.encoded(
+            summary.input_bytes,
+            self.options.total_bytes,
+            summary.documents,
+            summary.tokens,
+        )
+    }
+}
+
+impl Committer<'_, '_, '_> {
+    /// Puts `done`'s shard in place and reports it; returns the worker's buffer.
+    fn commit(&mut self, done: WholeShard) -> Result<Vec<u8>> {
         let shard = done.shard.commit()?;
         let summary = &mut self.summary;
         summary.tokens += shard.tokens;
@@ -396,16 +444,6 @@ impl OrderedSink<WholeShard> for Committer<'_, '_, '_> {
             .extend(done.skip_messages.into_iter().take(room));
         (self.on_shard)(&shard, done.inputs)?;
         Ok(done.bytes)
-    }
-
-    fn written(&mut self) -> Result<()> {
-        let summary = &self.summary;
-        self.progress.encoded(
-            summary.input_bytes,
-            self.options.total_bytes,
-            summary.documents,
-            summary.tokens,
-        )
     }
 }
 
@@ -470,14 +508,17 @@ pub fn encode_dataset<'a>(
         current: None,
     };
     if whole_inputs(&reading.inputs, &shards, threads) {
+        let failed = AtomicUsize::new(usize::MAX);
         let work = WholeInputs {
             pieces: work,
             folder,
             shards: &shards,
             eot: eot_bytes.as_deref(),
+            failed: &failed,
         };
         let mut committer = Committer {
             options,
+            failed: &failed,
             progress,
             on_shard,
             summary: DatasetSummary::default(),
@@ -976,6 +1017,40 @@ mod tests {
         let (err, done) = fails(jobs, &out, &progress);
         assert!(matches!(err, Error::Interrupted), "{err}");
         assert!(done.is_empty(), "{done:?}");
+        assert!(names(&out).is_empty(), "{:?}", names(&out));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Counts the pieces the workers read (they ask whether to stop before each), slowly.
+    struct CountPieces(AtomicU64);
+
+    impl Progress for CountPieces {
+        fn report(&self, _: crate::Phase, _: u64, _: u64) -> Result<()> {
+            Ok(())
+        }
+
+        fn cancelled(&self) -> bool {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            self.0.fetch_add(1, Ordering::SeqCst);
+            false
+        }
+    }
+
+    #[test]
+    fn a_failed_input_stops_the_workers_on_later_inputs_at_their_next_piece() {
+        let dir = std::env::temp_dir().join(format!("bytepair-wholefail-{}", std::process::id()));
+        fresh(&dir);
+        // The first input is missing; the other worker, on the second (30 pieces), stops within a
+        // piece or two rather than encode the rest of it for a shard never put in place.
+        let jobs = many_inputs(&dir, 20, Some(0));
+        let out = dir.join("out");
+        fresh(&out);
+        let progress = CountPieces(AtomicU64::new(0));
+        let (err, done) = fails(jobs, &out, &progress);
+        assert!(err.to_string().contains("in0.txt"), "{err}");
+        assert!(done.is_empty());
+        let read = progress.0.load(Ordering::SeqCst);
+        assert!(read < 10, "{read} pieces read after the first input failed");
         assert!(names(&out).is_empty(), "{:?}", names(&out));
         std::fs::remove_dir_all(&dir).unwrap();
     }
