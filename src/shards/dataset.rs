@@ -6,8 +6,8 @@
 //! ends ([`crate::ordered`], the pipeline `encode_file` runs too). So one large text file keeps every
 //! thread busy as `encode_file` does, many small files do too, and the bytes of every shard depend only
 //! on its inputs, never on the threads or the piece sizes (every piece boundary is a document boundary
-//! or a safe cut). A worker takes a piece only within
-//! `2 * threads` pieces of the next one to write, which bounds memory whatever the inputs.
+//! or a safe cut). A worker takes a piece only within `2 * threads` pieces of the next one to write,
+//! which bounds memory whatever the inputs.
 //!
 //! Reading (decompression, JSON parsing, Parquet decoding, an iterable's batches) is serial, one piece
 //! at a time; it is several times faster than encoding the same text, so on a few cores it keeps the
@@ -17,12 +17,14 @@
 //! shards), go another way ([`WholeInputs`]): each worker takes the next input whole, reads, encodes and
 //! writes it into its shard under temporary names, and the calling thread puts the shards in place in
 //! order. Workers then wait neither for the reader nor for the writer, and do not share the cores with
-//! a writer thread: on `s2` (100 shards), the workers' share of two cores went from about 92% to 97%.
-//! The shards' bytes are the same either way.
+//! a writer thread. Memory is bounded as before: a worker holds one piece, and the at most
+//! `2 * threads` shards waiting to be put in place are closed files on disk. The shards' bytes are the
+//! same either way.
 //!
-//! Invariants: pieces are written in sequence; a shard is finished (renamed into place, then reported
-//! to the caller) only after its last piece, and the error returned is the first in sequence, so every
-//! shard before it is complete and none after it was started.
+//! Invariants: a shard is put in place (flushed, renamed to its names, then reported to the caller)
+//! only after its last piece and after every shard before it; the error returned is the first in input
+//! order, so every shard before it is in place and none after it is (the temporary files of those
+//! started are removed).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -93,6 +95,27 @@ pub struct DatasetSummary {
     pub skipped_errors: Vec<String>,
     /// Bytes of input read (compressed, as on disk).
     pub input_bytes: u64,
+}
+
+impl DatasetSummary {
+    /// Counts what some input held besides its ids: `input_bytes` read, `skipped` records and their
+    /// `messages`, of which the first are kept.
+    fn add_input(
+        &mut self,
+        input_bytes: u64,
+        skipped: u64,
+        messages: impl IntoIterator<Item = String>,
+    ) {
+        self.input_bytes += input_bytes;
+        self.skipped += skipped;
+        keep_first_errors(&mut self.skipped_errors, messages);
+    }
+}
+
+/// Appends to `kept` the first of `messages` it has room for ([`MAX_KEPT_ERRORS`] in all).
+fn keep_first_errors(kept: &mut Vec<String>, messages: impl IntoIterator<Item = String>) {
+    let room = MAX_KEPT_ERRORS.saturating_sub(kept.len());
+    kept.extend(messages.into_iter().take(room));
 }
 
 /// What a shard holds besides its files ([`Shard`]): what `on_shard` gets with it.
@@ -305,10 +328,44 @@ struct WholeInputs<'a, 'o, 'f> {
     folder: &'f Path,
     shards: &'f [String],
     eot: Option<&'f [u8]>,
-    /// The first input that failed, or `usize::MAX`: a worker on a later one stops at its next piece
-    /// rather than encode a whole input whose shard will never be put in place (an input may be
-    /// gigabytes). Workers on earlier inputs go on, so that their shards are complete.
-    failed: &'f AtomicUsize,
+    /// Where the workers stop, once an input failed.
+    stop: &'f StopFrom,
+}
+
+/// The first input whose worker stops at its next piece, rather than encode a whole input whose shard
+/// will never be put in place (an input may be gigabytes): `usize::MAX` until something fails.
+///
+/// After an input that failed, or whose shard could not be put in place, workers on earlier inputs go
+/// on, so that every shard before the error is complete; after a report that failed (Ctrl-C), the
+/// inputs whose shards are in place are those before; after a panic, which is what the caller gets,
+/// every worker stops.
+struct StopFrom(AtomicUsize);
+
+impl StopFrom {
+    fn new() -> StopFrom {
+        StopFrom(AtomicUsize::new(usize::MAX))
+    }
+
+    /// Stops the workers on input `job` and later ones.
+    fn at(&self, job: usize) {
+        self.0.fetch_min(job, Ordering::SeqCst);
+    }
+
+    /// Whether a worker on input `job` stops.
+    fn stops(&self, job: usize) -> bool {
+        job >= self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Stops every worker ([`StopFrom::at`] 0) when dropped while its thread panics.
+struct StopOnPanic<'f>(&'f StopFrom);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.at(0);
+        }
+    }
 }
 
 impl<'a> OrderedWork for WholeInputs<'a, '_, '_> {
@@ -323,6 +380,9 @@ impl<'a> OrderedWork for WholeInputs<'a, '_, '_> {
         _: &mut Worker,
     ) -> Option<Result<(usize, DatasetInput<'a>)>> {
         let job = reading.next_job;
+        if self.stop.stops(job) {
+            return None;
+        }
         let input = reading.inputs.get_mut(job)?.take()?;
         reading.next_job += 1;
         Some(Ok((job, input)))
@@ -334,9 +394,10 @@ impl<'a> OrderedWork for WholeInputs<'a, '_, '_> {
         worker: &mut Worker,
         bytes: Vec<u8>,
     ) -> Result<WholeShard> {
+        let _panicking = StopOnPanic(self.stop);
         let encoded = self.encode_whole(job, input, worker, bytes);
         if encoded.is_err() {
-            self.failed.fetch_min(job, Ordering::SeqCst);
+            self.stop.at(job + 1);
         }
         encoded
     }
@@ -369,7 +430,7 @@ impl<'a> WholeInputs<'a, '_, '_> {
         let mut skip_messages = Vec::new();
         loop {
             // Ctrl-C between pieces, as the calling thread's progress reports let it in otherwise.
-            if work.progress.cancelled() || self.failed.load(Ordering::SeqCst) < job {
+            if work.progress.cancelled() || self.stop.stops(job) {
                 return Err(Error::Interrupted);
             }
             let ended = reader.read(&mut worker.piece)?;
@@ -380,8 +441,7 @@ impl<'a> WholeInputs<'a, '_, '_> {
             inputs.skipped += piece.skipped;
             inputs.text_bytes += piece.text_len() as u64;
             input_bytes += piece.input_bytes;
-            let room = MAX_KEPT_ERRORS.saturating_sub(skip_messages.len());
-            skip_messages.extend(piece.skip_messages.drain(..).take(room));
+            keep_first_errors(&mut skip_messages, piece.skip_messages.drain(..));
             if ended {
                 break;
             }
@@ -401,10 +461,12 @@ impl<'a> WholeInputs<'a, '_, '_> {
 /// The calling thread's side of [`WholeInputs`]: puts each shard in place, in order.
 struct Committer<'o, 'a, 'f> {
     options: &'o DatasetOptions<'a>,
-    /// [`WholeInputs::failed`], which a shard that cannot be put in place sets too.
-    failed: &'f AtomicUsize,
+    /// [`WholeInputs::stop`].
+    stop: &'f StopFrom,
     progress: &'o dyn Progress,
     on_shard: &'f mut dyn FnMut(&Shard, ShardInputs) -> Result<()>,
+    /// The shards put in place: those of the first `committed` inputs.
+    committed: usize,
     summary: DatasetSummary,
 }
 
@@ -412,20 +474,25 @@ impl OrderedSink<WholeShard> for Committer<'_, '_, '_> {
     fn write(&mut self, done: WholeShard) -> Result<Vec<u8>> {
         let job = done.job;
         let written = self.commit(done);
-        if written.is_err() {
-            self.failed.fetch_min(job, Ordering::SeqCst);
+        match written {
+            Ok(_) => self.committed = job + 1,
+            Err(_) => self.stop.at(job + 1),
         }
         written
     }
 
     fn written(&mut self) -> Result<()> {
         let summary = &self.summary;
-        self.progress.encoded(
+        let reported = self.progress.encoded(
             summary.input_bytes,
             self.options.total_bytes,
             summary.documents,
             summary.tokens,
-        )
+        );
+        if reported.is_err() {
+            self.stop.at(self.committed);
+        }
+        reported
     }
 }
 
@@ -436,12 +503,7 @@ impl Committer<'_, '_, '_> {
         let summary = &mut self.summary;
         summary.tokens += shard.tokens;
         summary.documents += shard.documents;
-        summary.skipped += done.inputs.skipped;
-        summary.input_bytes += done.input_bytes;
-        let room = MAX_KEPT_ERRORS - summary.skipped_errors.len();
-        summary
-            .skipped_errors
-            .extend(done.skip_messages.into_iter().take(room));
+        summary.add_input(done.input_bytes, done.inputs.skipped, done.skip_messages);
         (self.on_shard)(&shard, done.inputs)?;
         Ok(done.bytes)
     }
@@ -458,8 +520,8 @@ impl Committer<'_, '_, '_> {
 ///
 /// Fails with the first error in input order: an input that cannot be opened or read (naming it),
 /// invalid UTF-8 in a text file, a bad record in strict mode, a shard that cannot be written, an error
-/// from `on_shard`, or when memory runs out or `progress` asks to stop. The shards finished before it
-/// stay; the one being written is removed.
+/// from `on_shard`, or when memory runs out or `progress` asks to stop. The shards before it stay in
+/// place; none after it is put in place, and the temporary files of those being written are removed.
 pub fn encode_dataset<'a>(
     encoder: &Encoder,
     folder: &Path,
@@ -502,29 +564,26 @@ pub fn encode_dataset<'a>(
         paths,
         separator,
     };
-    let reading = Reading {
-        inputs: jobs.into_iter().map(|j| Some(j.input)).collect(),
-        next_job: 0,
-        current: None,
-    };
-    if whole_inputs(&reading.inputs, &shards, threads) {
-        let failed = AtomicUsize::new(usize::MAX);
+    let inputs: Vec<_> = jobs.into_iter().map(|j| Some(j.input)).collect();
+    if whole_inputs(&inputs, &shards, threads) {
+        let stop = StopFrom::new();
         let work = WholeInputs {
             pieces: work,
             folder,
             shards: &shards,
             eot: eot_bytes.as_deref(),
-            failed: &failed,
+            stop: &stop,
         };
         let mut committer = Committer {
             options,
-            failed: &failed,
+            stop: &stop,
             progress,
             on_shard,
+            committed: 0,
             summary: DatasetSummary::default(),
         };
         let inputs = WholeReading {
-            inputs: reading.inputs,
+            inputs,
             next_job: 0,
         };
         run_ordered(&work, inputs, threads, 2 * threads, &mut committer)?;
@@ -539,6 +598,11 @@ pub fn encode_dataset<'a>(
         on_shard,
         current: None,
         summary: DatasetSummary::default(),
+    };
+    let reading = Reading {
+        inputs,
+        next_job: 0,
+        current: None,
     };
     run_ordered(&work, reading, threads, 2 * threads, &mut writer)?;
     Ok(writer.summary)
@@ -602,12 +666,7 @@ impl OrderedSink<Encoded> for Writer<'_, '_, '_> {
         inputs.text_bytes += piece.text_bytes;
         let summary = &mut self.summary;
         summary.documents += piece.ends.len() as u64;
-        summary.skipped += piece.skipped;
-        summary.input_bytes += piece.input_bytes;
-        let room = MAX_KEPT_ERRORS - summary.skipped_errors.len();
-        summary
-            .skipped_errors
-            .extend(piece.skip_messages.into_iter().take(room));
+        summary.add_input(piece.input_bytes, piece.skipped, piece.skip_messages);
         if piece.ended {
             let before = shard.documents();
             shard.end_open_document(self.eot)?;
@@ -1051,6 +1110,98 @@ mod tests {
         assert!(done.is_empty());
         let read = progress.0.load(Ordering::SeqCst);
         assert!(read < 10, "{read} pieces read after the first input failed");
+        assert!(names(&out).is_empty(), "{:?}", names(&out));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Counts the pieces the workers read, slowly, as [`CountPieces`]; fails the first report of a
+    /// shard put in place (as Ctrl-C does), noting how many pieces were read by then.
+    struct StopAtFirstShard {
+        pieces: AtomicU64,
+        at_stop: AtomicU64,
+    }
+
+    impl Progress for StopAtFirstShard {
+        fn report(&self, _: crate::Phase, _: u64, _: u64) -> Result<()> {
+            self.at_stop
+                .store(self.pieces.load(Ordering::SeqCst), Ordering::SeqCst);
+            Err(Error::Interrupted)
+        }
+
+        fn cancelled(&self) -> bool {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            self.pieces.fetch_add(1, Ordering::SeqCst);
+            false
+        }
+    }
+
+    #[test]
+    fn a_report_that_fails_stops_the_workers_of_whole_inputs_at_their_next_piece() {
+        let dir = std::env::temp_dir().join(format!("bytepair-wholereport-{}", std::process::id()));
+        fresh(&dir);
+        let jobs = many_inputs(&dir, 20, None);
+        let out = dir.join("out");
+        fresh(&out);
+        let progress = StopAtFirstShard {
+            pieces: AtomicU64::new(0),
+            at_stop: AtomicU64::new(0),
+        };
+        let (err, done) = fails(jobs, &out, &progress);
+        assert!(matches!(err, Error::Interrupted), "{err}");
+        assert_eq!(done, ["s00"]);
+        assert_eq!(names(&out), ["s00.bin", "s00.idx"]);
+        // An input is 30 pieces (JSON lines, a record a piece) or about 130 (text, pieces of 7 bytes):
+        // the workers, both within an input when the report failed, read a piece or two more each,
+        // not the rest of their inputs (60 without the stop).
+        let after =
+            progress.pieces.load(Ordering::SeqCst) - progress.at_stop.load(Ordering::SeqCst);
+        assert!(after < 12, "{after} pieces read after the report failed");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Counts the pieces the workers read, slowly, and panics on the `at`-th.
+    struct PanicAt {
+        pieces: AtomicU64,
+        at: u64,
+    }
+
+    impl Progress for PanicAt {
+        fn report(&self, _: crate::Phase, _: u64, _: u64) -> Result<()> {
+            Ok(())
+        }
+
+        fn cancelled(&self) -> bool {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            if self.pieces.fetch_add(1, Ordering::SeqCst) == self.at {
+                panic!("a worker's panic, on purpose");
+            }
+            false
+        }
+    }
+
+    #[test]
+    fn a_worker_that_panics_on_a_whole_input_stops_the_others_at_their_next_piece() {
+        let dir = std::env::temp_dir().join(format!("bytepair-wholepanic-{}", std::process::id()));
+        fresh(&dir);
+        let jobs = many_inputs(&dir, 20, None);
+        let out = dir.join("out");
+        fresh(&out);
+        let progress = PanicAt {
+            pieces: AtomicU64::new(0),
+            at: 5,
+        };
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            fails(jobs, &out, &progress);
+        }));
+        let message = panicked.unwrap_err();
+        assert_eq!(
+            message.downcast_ref::<&str>(),
+            Some(&"a worker's panic, on purpose")
+        );
+        // The other worker, within its input (30 pieces or about 130), read a piece or two more, not
+        // the rest of its input (29 without the stop), whether its input came before or after.
+        let after = progress.pieces.load(Ordering::SeqCst) - (progress.at + 1);
+        assert!(after < 8, "{after} pieces read after the panic");
         assert!(names(&out).is_empty(), "{:?}", names(&out));
         std::fs::remove_dir_all(&dir).unwrap();
     }

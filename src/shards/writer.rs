@@ -9,7 +9,7 @@
 //! then flushes both files to disk, renames them to their names, and flushes the folder: a shard under
 //! its final names is whole (a crash before that leaves only temporary files, which dropping the writer
 //! or the next run removes). The two steps may run on different threads: a worker writes a shard and
-//! the calling thread commits it. Whether a shard is complete is for the manifest to say, which the
+//! the calling thread commits it; a closed shard holds no open file while it waits. Whether a shard is complete is for the manifest to say, which the
 //! caller writes after.
 //!
 //! Each file's CRC-32 (the zlib polynomial, as Python's `zlib.crc32` computes it) is computed from the
@@ -19,7 +19,7 @@
 //! Invariant: the index describes exactly the data written: its document count is the number of
 //! documents ended, and their lengths add up to the tokens in the data file.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -115,11 +115,11 @@ pub struct Shard {
     pub documents: u64,
 }
 
-/// One of a shard's files, written under a temporary name until [`ShardWriter::finish`] renames it.
+/// One of a shard's files, written under a temporary name until [`ClosedShard::commit`] renames it.
 struct Part {
     /// The temporary file; removed on drop unless renamed (then None).
     temp: Option<TempFile>,
-    /// None once closed.
+    /// The temporary file, open for writing; None once closed.
     file: Option<File>,
     /// The CRC-32 of the bytes after the header, and how many there are.
     crc: Hasher,
@@ -156,34 +156,38 @@ impl Part {
         self.write_raw(bytes)
     }
 
-    /// Writes `header` over the room kept for it; returns the file's size and CRC-32.
-    fn write_header(&mut self, header: &[u8]) -> Result<(u64, u32)> {
-        let path = &self.path;
-        let file = self
-            .file
-            .as_mut()
-            .expect("a part's header is written before it is closed");
+    /// Writes `header` over the room kept for it and closes the file; returns its size and CRC-32.
+    fn close(&mut self, header: &[u8]) -> Result<(u64, u32)> {
+        let fail = |e| Error::io(&self.path, e);
+        let mut file = self.file.take().expect("a part is closed once");
         if !header.is_empty() {
             file.seek(SeekFrom::Start(0))
                 .and_then(|_| file.write_all(header))
-                .map_err(|e| Error::io(path, e))?;
+                .map_err(fail)?;
         }
+        // Closed here, not kept open until the commit: a worker's closed shards may wait a while
+        // for theirs, and a process has a limited number of open files.
+        close(file).map_err(fail)?;
         let mut crc = Hasher::new();
         crc.update(header);
         crc.combine(&self.crc);
         Ok((header.len() as u64 + self.crc.total_len(), crc.finalize()))
     }
 
-    /// Flushes the file to disk, closes it and renames it to its final path.
+    /// Flushes the closed file to disk and renames it to its final path.
     fn commit(&mut self) -> Result<()> {
         let fail = |e| Error::io(&self.path, e);
-        let file = self.file.take().expect("a part is committed once");
+        let temp = self.temp.take().expect("a part is committed once");
         // On disk before the rename: once the manifest says the shard is complete, it must be, even
-        // after a power cut.
+        // after a power cut. `fsync` on any descriptor of a file flushes all of it, and reports a
+        // write-back error no one has seen yet (Linux 4.16 and later), so the file is opened again.
+        let file = OpenOptions::new()
+            .write(true)
+            .open(temp.path())
+            .map_err(fail)?;
         file.sync_all().map_err(fail)?;
         close(file).map_err(fail)?;
-        let temp = self.temp.take().expect("a part is renamed once");
-        temp.rename().map_err(|e| Error::io(&self.path, e))
+        temp.rename().map_err(fail)
     }
 }
 
@@ -352,7 +356,7 @@ impl ShardWriter {
 
     /// Finishes writing the shard, whose files keep their temporary names until
     /// [`ClosedShard::commit`]: the document left open ended ([`Self::end_open_document`] without an
-    /// end-of-text), the index completed, the headers written.
+    /// end-of-text), the index completed, the headers written, the files closed.
     pub(crate) fn close(mut self) -> Result<ClosedShard> {
         self.end_open_document(None)?;
         self.flush_index()?;
@@ -377,8 +381,8 @@ impl ShardWriter {
                 npy_header("<i8", self.documents + 1),
             ),
         };
-        let (data_bytes, data_crc) = self.data.write_header(&data_header)?;
-        let (index_bytes, index_crc) = self.index.write_header(&index_header)?;
+        let (data_bytes, data_crc) = self.data.close(&data_header)?;
+        let (index_bytes, index_crc) = self.index.close(&index_header)?;
         let file = |part: &Part, bytes, crc32| ShardFile {
             name: part
                 .path
@@ -557,6 +561,41 @@ mod tests {
         assert_eq!((shard.tokens, shard.documents), (2, 1));
         let data = fs::read(dir.join("s.npy")).unwrap();
         assert_eq!(&data[HEADER_LEN..], [7, 0, 0, 0, 9, 0, 0, 0]);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The files of this process open in `dir`.
+    #[cfg(target_os = "linux")]
+    fn open_in(dir: &Path) -> usize {
+        fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|fd| fs::read_link(fd.ok()?.path()).ok())
+            .filter(|target| target.starts_with(dir))
+            .count()
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_closed_shard_holds_no_open_file_until_its_commit_puts_it_in_place() {
+        let dir = folder("closed");
+        let mut w = ShardWriter::create(&dir, "s", ShardFormat::Megatron, Dtype::U16).unwrap();
+        w.write(&u16s(&[1, 2]), &[2]).unwrap();
+        assert_eq!(open_in(&dir), 2, "both files open while written");
+        let closed = w.close().unwrap();
+        assert_eq!(open_in(&dir), 0);
+        assert!(!dir.join("s.bin").exists() && !dir.join("s.idx").exists());
+        let shard = closed.commit().unwrap();
+        assert_eq!(fs::read(dir.join("s.bin")).unwrap(), u16s(&[1, 2]));
+        assert_eq!(
+            shard.files[1].crc32,
+            crc32fast::hash(&fs::read(dir.join("s.idx")).unwrap())
+        );
+        assert_eq!(open_in(&dir), 0);
+        assert_eq!(
+            fs::read_dir(&dir).unwrap().count(),
+            2,
+            "no temporary file left"
+        );
         fs::remove_dir_all(dir).unwrap();
     }
 
