@@ -50,6 +50,11 @@ falls on both sides of a ratio. The ratio is also given from the CPU time of eac
 process's, all threads) instead of its wall time: on a machine busy with other work, a process that
 waits for a CPU loses wall time, not CPU time.
 
+``--baseline DIR`` adds the row ``bytepair baseline`` to the sections ``single``, ``files`` and ``short``:
+bytepair's own row with the package in ``DIR/bytepair`` imported instead (an earlier build, copied there
+with its compiled module), timed in the same rounds, so that a change is measured against the code before
+it as the peers are.
+
 Example: ``python benchmarks/encode.py --markdown encode.md``
 """
 
@@ -89,6 +94,8 @@ STREAM_REFERENCE = "bytepair encode"
 # bytepair's row for encode_to_numpy in the sections of one call: ids as an array, as gigatoken returns
 # them, where encode (and tiktoken's encode) return a list.
 NUMPY_ROW = "bytepair encode_to_numpy"
+# bytepair's row with the build of --baseline DIR imported instead.
+BASELINE_ROW = "bytepair baseline"
 # gigatoken's row for its encode of the text as bytes, in the single section (see the docstring).
 BYTES_ROW = "gigatoken bytes"
 EOT = "<|endoftext|>"
@@ -221,6 +228,11 @@ def peak_rss_mb() -> float:
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement, in its own process; returns seconds and input bytes (and what else it knows)."""
     shared, work = Path(spec["shared"]), Path(spec["work"])
+    if "baseline" in spec:
+        sys.path.insert(0, spec["baseline"])  # before load imports bytepair
+        import bytepair
+
+        assert Path(bytepair.__file__).is_relative_to(spec["baseline"]), bytepair.__file__
     if spec["section"] == "verify":
         write_rank_file(shared, work / "gpt2.tiktoken")
         return {"lines": verify(spec["tools"], spec["corpora"], shared, work)}
@@ -469,6 +481,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3, help="median of N fresh processes, round by round")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per measurement process")
     p.add_argument("--markdown", type=Path, help="also write the report to this file")
+    p.add_argument("--baseline", type=Path, help="a folder with an earlier build's bytepair/ to time too")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -476,6 +489,12 @@ def main() -> None:
         Path(spec["out"]).write_text(json.dumps(child(spec)))
         return
 
+    if args.baseline and not (args.baseline / "bytepair" / "__init__.py").is_file():
+        # Without DIR/bytepair the import would fall through to the installed package: the code under
+        # test timed twice.
+        p.error(f"--baseline: {args.baseline / 'bytepair' / '__init__.py'} does not exist")
+    if args.baseline:
+        args.baseline = args.baseline.resolve()
     installed = [t for t in args.tools if importlib.util.find_spec(t)]
     wanted = {c for s in args.sections for c in CORPORA[s] if not args.only or c in args.only}
     corpora = prepare_corpora(args.corpora, args.shared, wanted)
@@ -520,6 +539,9 @@ def main() -> None:
                     if "bytepair" in specs and section in ("single", "short"):
                         specs[NUMPY_ROW] = {**spec, "tool": "bytepair", "numpy": True}
                         tools.insert(tools.index("bytepair") + 1, NUMPY_ROW)
+                    if "bytepair" in specs and args.baseline:
+                        specs[BASELINE_ROW] = {**spec, "tool": "bytepair", "baseline": str(args.baseline)}
+                        tools.insert(tools.index("bytepair") + 1, BASELINE_ROW)
                     if "gigatoken" in specs and section == "single":
                         specs[BYTES_ROW] = {**spec, "tool": "gigatoken", "utf8": True}
                         tools.insert(tools.index("gigatoken") + 1, BYTES_ROW)

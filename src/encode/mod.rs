@@ -206,7 +206,7 @@ impl Encoder {
                 scratch.cancelled_by(Some(cancel), |scratch| {
                     let (mut start, mut encoded) = (0, Ok(()));
                     while start < text.len() && !cancelled() && encoded.is_ok() {
-                        let end = self.block_end(text, start);
+                        let end = self.block_end(text, start, CANCEL_BLOCK);
                         encoded = self.encode_with(&text[start..end], out, scratch);
                         start = end;
                     }
@@ -229,16 +229,17 @@ impl Encoder {
         (cut, limit)
     }
 
-    /// The end of the block of [`Self::encode_cancellable`] that starts at `start`: the last safe cut
-    /// within [`CANCEL_BLOCK`] bytes, else the first one after, else the end of the text.
-    fn block_end(&self, text: &str, start: usize) -> usize {
+    /// The end of the block of `text` that starts at `start`, about `block` bytes long, where cutting
+    /// changes nothing: the last safe cut within `block` bytes, else the first one after, else the end
+    /// of the text. `block` must be longer than any special token.
+    pub(crate) fn block_end(&self, text: &str, start: usize, block: usize) -> usize {
         let (bytes, specials) = (text.as_bytes(), &self.specials);
-        if text.len() - start <= CANCEL_BLOCK {
+        if text.len() - start <= block {
             return text.len();
         }
         // Special tokens are shorter than a block, so `end` is past `start`.
         let end = text.len() - lookahead(specials);
-        let to = (start + CANCEL_BLOCK).min(end);
+        let to = (start + block).min(end);
         last_safe_cut(bytes, specials, start + 1, to)
             .or_else(|| next_safe_cut(bytes, specials, to, end))
             .unwrap_or(text.len())

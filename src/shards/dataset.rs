@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::writer::{ClosedShard, Shard, ShardFormat, ShardWriter};
 use crate::encode::cache::Scratch;
-use crate::encode::file::{push_le_bytes, Dtype};
+use crate::encode::file::{encode_to_bytes, push_le_bytes, Dtype};
 use crate::encode::Encoder;
 use crate::error::{try_push, Error, Result};
 use crate::ordered::{run_ordered, OrderedSink, OrderedWork};
@@ -247,22 +247,28 @@ impl DatasetWork<'_, '_> {
                     .map_err(|e| e.named("the encoder's caches"))?,
             ),
         };
-        ids.clear();
         bytes.clear();
         let mut ends = Vec::new();
         let oom = |e: crate::AllocError| e.named("the ids of a piece");
-        // The ids, converted a document at a time while they are in cache (a piece's ids, 4 MB, are
-        // not) and then cleared: how many were converted before.
-        let mut converted = 0;
-        // Ends the document whose ids were just pushed.
-        let mut end_document = |ids: &mut Vec<u32>, bytes: &mut Vec<u8>| -> Result<()> {
+        // Ids written to `bytes` so far.
+        let mut written = 0;
+        // The ids of `text` appended, converted a block at a time while in cache.
+        let mut encode = |text: &str, bytes: &mut Vec<u8>| -> Result<u64> {
+            encode_to_bytes(
+                encoder,
+                text,
+                options.dtype,
+                (&mut *ids, &mut *scratch),
+                bytes,
+            )
+        };
+        // Ends the document whose ids were just written.
+        let mut end_document = |written: &mut u64, bytes: &mut Vec<u8>| -> Result<()> {
             if let Some(eot) = options.eot {
-                try_push(ids, eot).map_err(oom)?;
+                push_le_bytes(&[eot], options.dtype, bytes)?;
+                *written += 1;
             }
-            push_le_bytes(ids, options.dtype, bytes)?;
-            converted += ids.len() as u64;
-            ids.clear();
-            try_push(&mut ends, converted).map_err(oom)
+            try_push(&mut ends, *written).map_err(oom)
         };
         match piece.chunk() {
             Some((chunk, offset)) => {
@@ -282,21 +288,20 @@ impl DatasetWork<'_, '_> {
                             let token_start = at;
                             at += specials.tokens()[i].len();
                             if Some(i) == self.separator {
-                                encoder.encode_with(&text[start..token_start], ids, scratch)?;
-                                end_document(ids, &mut bytes)?;
+                                written += encode(&text[start..token_start], &mut bytes)?;
+                                end_document(&mut written, &mut bytes)?;
                                 start = at;
                             }
                         }
                     }
                 }
-                encoder.encode_with(&text[start..], ids, scratch)?;
                 // The open document goes on in the next piece.
-                push_le_bytes(ids, options.dtype, &mut bytes)?;
+                encode(&text[start..], &mut bytes)?;
             }
             None => {
                 for text in piece.documents() {
-                    encoder.encode_with(text, ids, scratch)?;
-                    end_document(ids, &mut bytes)?;
+                    written += encode(text, &mut bytes)?;
+                    end_document(&mut written, &mut bytes)?;
                 }
             }
         }
