@@ -18,15 +18,9 @@ use bytepair::{
     SourceOptions, SpecialTokens, DEFAULT_CHUNK_SIZE,
 };
 
-/// CPU seconds of the process, all threads.
-fn cpu() -> f64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
-}
+#[path = "support/cpu.rs"]
+mod support;
+use support::cpu;
 
 /// CPU and wall seconds of `f`.
 fn timed(f: impl FnOnce()) -> (f64, f64) {

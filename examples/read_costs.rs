@@ -18,16 +18,9 @@ use bytepair::{
     DEFAULT_CHUNK_SIZE,
 };
 
-/// CPU seconds of the process, all threads.
-fn cpu() -> f64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `t` is a valid timespec to write to.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
-}
+#[path = "support/cpu.rs"]
+mod support;
+use support::cpu;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
