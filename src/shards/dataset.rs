@@ -875,9 +875,25 @@ mod tests {
     /// `n` inputs in `dir`, alternately a text file of documents separated by the end-of-text token
     /// and JSON lines, each of 30 documents and its own shard; the one at `missing` is not written.
     fn many_inputs(dir: &Path, n: usize, missing: Option<usize>) -> Vec<DatasetJob<'static>> {
+        inputs_of(dir, n, 30, missing)
+    }
+
+    /// 20 inputs as [`many_inputs`] makes them, of 300 documents each: a worker reading one (300
+    /// pieces or more of 7 bytes) would run on for long after a failure if nothing stopped it.
+    fn long_inputs(dir: &Path, missing: Option<usize>) -> Vec<DatasetJob<'static>> {
+        inputs_of(dir, 20, 300, missing)
+    }
+
+    /// `n` inputs of `docs` documents each, as [`many_inputs`] describes.
+    fn inputs_of(
+        dir: &Path,
+        n: usize,
+        docs: usize,
+        missing: Option<usize>,
+    ) -> Vec<DatasetJob<'static>> {
         (0..n)
             .map(|i| {
-                let docs: Vec<String> = (0..30)
+                let docs: Vec<String> = (0..docs)
                     .map(|d| "the other ".repeat((i + d) % 5) + &format!("one {i} {d}"))
                     .collect();
                 let (name, format, text) = match i % 2 {
@@ -1104,9 +1120,10 @@ mod tests {
     fn a_failed_input_stops_the_workers_on_later_inputs_at_their_next_piece() {
         let dir = std::env::temp_dir().join(format!("bytepair-wholefail-{}", std::process::id()));
         fresh(&dir);
-        // The first input is missing; the other worker, on the second (30 pieces), stops within a
-        // piece or two rather than encode the rest of it for a shard never put in place.
-        let jobs = many_inputs(&dir, 20, Some(0));
+        // The first input is missing; the other worker, on the second (300 pieces), stops within a
+        // piece or two rather than encode the rest of it for a shard never put in place. (Pieces take
+        // 2 ms each: the bound leaves the failing worker 60 ms to be scheduled on a busy machine.)
+        let jobs = long_inputs(&dir, Some(0));
         let out = dir.join("out");
         fresh(&out);
         let progress = CountPieces(AtomicU64::new(0));
@@ -1114,7 +1131,7 @@ mod tests {
         assert!(err.to_string().contains("in0.txt"), "{err}");
         assert!(done.is_empty());
         let read = progress.0.load(Ordering::SeqCst);
-        assert!(read < 10, "{read} pieces read after the first input failed");
+        assert!(read < 30, "{read} pieces read after the first input failed");
         assert!(names(&out).is_empty(), "{:?}", names(&out));
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -1144,7 +1161,7 @@ mod tests {
     fn a_report_that_fails_stops_the_workers_of_whole_inputs_at_their_next_piece() {
         let dir = std::env::temp_dir().join(format!("bytepair-wholereport-{}", std::process::id()));
         fresh(&dir);
-        let jobs = many_inputs(&dir, 20, None);
+        let jobs = long_inputs(&dir, None);
         let out = dir.join("out");
         fresh(&out);
         let progress = StopAtFirstShard {
@@ -1155,12 +1172,12 @@ mod tests {
         assert!(matches!(err, Error::Interrupted), "{err}");
         assert_eq!(done, ["s00"]);
         assert_eq!(names(&out), ["s00.bin", "s00.idx"]);
-        // An input is 30 pieces (JSON lines, a record a piece) or about 130 (text, pieces of 7 bytes):
-        // the workers, both within an input when the report failed, read a piece or two more each,
-        // not the rest of their inputs (60 without the stop).
+        // An input is 300 pieces (JSON lines, a record a piece) or about 1,300 (text, pieces of 7
+        // bytes): the workers, both within an input when the report failed, read a piece or two more
+        // each, not the rest of their inputs.
         let after =
             progress.pieces.load(Ordering::SeqCst) - progress.at_stop.load(Ordering::SeqCst);
-        assert!(after < 12, "{after} pieces read after the report failed");
+        assert!(after < 30, "{after} pieces read after the report failed");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -1188,7 +1205,7 @@ mod tests {
     fn a_worker_that_panics_on_a_whole_input_stops_the_others_at_their_next_piece() {
         let dir = std::env::temp_dir().join(format!("bytepair-wholepanic-{}", std::process::id()));
         fresh(&dir);
-        let jobs = many_inputs(&dir, 20, None);
+        let jobs = long_inputs(&dir, None);
         let out = dir.join("out");
         fresh(&out);
         let progress = PanicAt {
@@ -1203,10 +1220,10 @@ mod tests {
             message.downcast_ref::<&str>(),
             Some(&"a worker's panic, on purpose")
         );
-        // The other worker, within its input (30 pieces or about 130), read a piece or two more, not
-        // the rest of its input (29 without the stop), whether its input came before or after.
+        // The other worker, within its input (300 pieces or about 1,300), read a piece or two more,
+        // not the rest of its input, whether its input came before or after.
         let after = progress.pieces.load(Ordering::SeqCst) - (progress.at + 1);
-        assert!(after < 8, "{after} pieces read after the panic");
+        assert!(after < 30, "{after} pieces read after the panic");
         assert!(names(&out).is_empty(), "{:?}", names(&out));
         std::fs::remove_dir_all(&dir).unwrap();
     }
