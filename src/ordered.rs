@@ -239,7 +239,9 @@ pub(crate) fn run_ordered<W: OrderedWork>(
                     .unwrap_or_else(PoisonError::into_inner);
             }
         };
-        let result = write_all(shared, next_in_order, sink);
+        // A panic of the writer too stops the workers first: those waiting for room would otherwise
+        // wait forever, and the scope for them.
+        let result = catch_unwind(AssertUnwindSafe(|| write_all(shared, next_in_order, sink)));
         // On an error, workers stop at their next item.
         shared.stop();
         for worker in workers {
@@ -247,7 +249,7 @@ pub(crate) fn run_ordered<W: OrderedWork>(
                 resume_unwind(panic);
             }
         }
-        result
+        result.unwrap_or_else(|panic| resume_unwind(panic))
     })
 }
 
@@ -356,6 +358,40 @@ mod tests {
                 sink.most_in_flight
             );
         }
+    }
+
+    /// Panics on writing item `at`.
+    struct PanickingSink(u64);
+
+    impl OrderedSink<u64> for PanickingSink {
+        fn write(&mut self, done: u64) -> Result<Vec<u8>> {
+            if done == self.0 {
+                resume_unwind(Box::new("the writer's panic, on purpose"));
+            }
+            Ok(Vec::new())
+        }
+
+        fn written(&mut self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_panic_in_writing_reaches_the_caller_rather_than_leave_the_workers_waiting() {
+        let numbers = Numbers {
+            len: 1000,
+            read: AtomicU64::new(0),
+        };
+        // Window 2: the workers are soon waiting for room that the writer will never make.
+        let panicked = catch_unwind(AssertUnwindSafe(|| {
+            let _ = run_ordered(&numbers, 0, 3, 2, &mut PanickingSink(5));
+        }));
+        let message = panicked.unwrap_err();
+        assert_eq!(
+            message.downcast_ref::<&str>(),
+            Some(&"the writer's panic, on purpose")
+        );
+        assert!(numbers.read.load(Ordering::SeqCst) <= 5 + 2);
     }
 
     #[test]

@@ -342,8 +342,8 @@ struct WholeInputs<'a, 'o, 'f> {
 ///
 /// After an input that failed, or whose shard could not be put in place, workers on earlier inputs go
 /// on, so that every shard before the error is complete; after a report that failed (Ctrl-C), the
-/// inputs whose shards are in place are those before; after a panic, which is what the caller gets,
-/// every worker stops.
+/// workers on inputs whose shards are not yet in place stop; after a panic, which is what the caller
+/// gets, every worker stops.
 struct StopFrom(AtomicUsize);
 
 impl StopFrom {
@@ -1124,6 +1124,15 @@ mod tests {
         // piece or two rather than encode the rest of it for a shard never put in place. (Pieces take
         // 2 ms each: the bound leaves the failing worker 60 ms to be scheduled on a busy machine.)
         let jobs = long_inputs(&dir, Some(0));
+        let files: Vec<Option<DatasetInput<'_>>> = long_inputs(&dir, Some(0))
+            .into_iter()
+            .map(|j| Some(j.input))
+            .collect();
+        let shards: Vec<String> = jobs.iter().map(|j| j.shard.clone()).collect();
+        assert!(
+            whole_inputs(&files, &shards, 2),
+            "else no worker asks to stop"
+        );
         let out = dir.join("out");
         fresh(&out);
         let progress = CountPieces(AtomicU64::new(0));

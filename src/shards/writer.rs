@@ -5,12 +5,13 @@
 //! the data as it comes and the index a few bytes a document, so memory does not grow with the shard.
 //! The headers hold lengths known only at the end, so they are written last over the room kept for
 //! them; Megatron's index also holds each document's byte offset after all the lengths, computed at the
-//! end by reading the lengths back from the file ([`ShardWriter::close`]). [`ClosedShard::commit`]
-//! then flushes both files to disk, renames them to their names, and flushes the folder: a shard under
-//! its final names is whole (a crash before that leaves only temporary files, which dropping the writer
-//! or the next run removes). The two steps may run on different threads: a worker writes a shard and
-//! the calling thread commits it; a closed shard holds no open file while it waits. Whether a shard is complete is for the manifest to say, which the
-//! caller writes after.
+//! end by reading the lengths back from the file ([`ShardWriter::close`]), which then flushes both
+//! files to disk (their writeback started every 8 MB as they were written, so little is left) and
+//! closes them. [`ClosedShard::commit`] renames them to their names and flushes the folder: a shard
+//! under its final names is whole (a crash before that leaves only temporary files, which dropping the
+//! writer or the next run removes). The two steps may run on different threads: a worker writes a
+//! shard and the calling thread commits it; a closed shard holds no open file while it waits. Whether
+//! a shard is complete is for the manifest to say, which the caller writes after.
 //!
 //! Each file's CRC-32 (the zlib polynomial, as Python's `zlib.crc32` computes it) is computed from the
 //! bytes as they are written, the header folded in front at the end ([`Hasher::combine`]), so that
@@ -19,7 +20,7 @@
 //! Invariant: the index describes exactly the data written: its document count is the number of
 //! documents ended, and their lengths add up to the tokens in the data file.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -192,7 +193,8 @@ impl Part {
         self.write_raw(bytes)
     }
 
-    /// Writes `header` over the room kept for it and closes the file; returns its size and CRC-32.
+    /// Writes `header` over the room kept for it, flushes the file to disk and closes it; returns its
+    /// size and CRC-32.
     fn close(&mut self, header: &[u8]) -> Result<(u64, u32)> {
         let fail = |e| Error::io(&self.path, e);
         let mut file = self.file.take().expect("a part is closed once");
@@ -201,8 +203,12 @@ impl Part {
                 .and_then(|_| file.write_all(header))
                 .map_err(fail)?;
         }
-        // Closed here, not kept open until the commit: a worker's closed shards may wait a while
-        // for theirs, and a process has a limited number of open files.
+        // On disk before the rename: once the manifest says the shard is complete, it must be, even
+        // after a power cut. Flushed through the descriptor that wrote it, which sees every write-back
+        // error (started every `WRITEBACK_STEP`, most of it is on disk already), then closed rather
+        // than kept open until the commit: a worker's closed shards may wait a while for theirs, and
+        // a process has a limited number of open files.
+        file.sync_all().map_err(fail)?;
         close(file).map_err(fail)?;
         let mut crc = Hasher::new();
         crc.update(header);
@@ -210,20 +216,10 @@ impl Part {
         Ok((header.len() as u64 + self.crc.total_len(), crc.finalize()))
     }
 
-    /// Flushes the closed file to disk and renames it to its final path.
+    /// Renames the closed file (on disk) to its final path.
     fn commit(&mut self) -> Result<()> {
-        let fail = |e| Error::io(&self.path, e);
         let temp = self.temp.take().expect("a part is committed once");
-        // On disk before the rename: once the manifest says the shard is complete, it must be, even
-        // after a power cut. `fsync` on any descriptor of a file flushes all of it, and reports a
-        // write-back error no one has seen yet (Linux 4.16 and later), so the file is opened again.
-        let file = OpenOptions::new()
-            .write(true)
-            .open(temp.path())
-            .map_err(fail)?;
-        file.sync_all().map_err(fail)?;
-        close(file).map_err(fail)?;
-        temp.rename().map_err(fail)
+        temp.rename().map_err(|e| Error::io(&self.path, e))
     }
 }
 
@@ -455,11 +451,14 @@ pub(crate) struct ClosedShard {
 }
 
 impl ClosedShard {
-    /// Puts the shard in place: its files flushed to disk and renamed to their names, the folder
-    /// flushed.
+    /// Puts the shard in place: its files (on disk) renamed to their names, the folder flushed.
     pub(crate) fn commit(mut self) -> Result<Shard> {
         self.data.commit()?;
-        self.index.commit()?;
+        if let Err(e) = self.index.commit() {
+            // Not a data file under its name without its index.
+            let _ = std::fs::remove_file(&self.data.path);
+            return Err(e);
+        }
         sync_folder(&self.folder)?;
         Ok(self.shard)
     }
