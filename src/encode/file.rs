@@ -79,9 +79,8 @@ impl Dtype {
 /// Appends the ids of `text` to `out` as the little-endian bytes of `dtype`, and returns how many
 /// there are: encoded ([`Encoder::encode_with`], into `ids`, a worker's buffer left empty, with its
 /// caches) a block of about [`IDS_BLOCK`] bytes at a time, so that each block's ids are converted while
-/// they are in cache (a chunk's, 4 MB for 4 MB of text, are not: converting them at its end cost
-/// about a tenth of `encode_file`'s time). Blocks end where cutting changes nothing, so the ids are
-/// those of the whole text.
+/// they are in cache (a chunk's, 4 MB for 4 MB of text, are not). Blocks end where cutting changes
+/// nothing, so the ids are those of the whole text.
 pub(crate) fn encode_to_bytes(
     encoder: &Encoder,
     text: &str,

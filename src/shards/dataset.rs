@@ -1110,9 +1110,16 @@ mod tests {
         }
 
         fn cancelled(&self) -> bool {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-            self.0.fetch_add(1, Ordering::SeqCst);
+            self.count();
             false
+        }
+    }
+
+    impl CountPieces {
+        /// Counts a piece, after a wait; returns how many were counted before.
+        fn count(&self) -> u64 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            self.0.fetch_add(1, Ordering::SeqCst)
         }
     }
 
@@ -1145,24 +1152,22 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Counts the pieces the workers read, slowly, as [`CountPieces`]; fails the first report of a
-    /// shard put in place (as Ctrl-C does), noting how many pieces were read by then.
+    /// Counts the pieces the workers read, slowly ([`CountPieces`]); fails the first report of a shard
+    /// put in place (as Ctrl-C does), noting how many pieces were read by then.
     struct StopAtFirstShard {
-        pieces: AtomicU64,
+        pieces: CountPieces,
         at_stop: AtomicU64,
     }
 
     impl Progress for StopAtFirstShard {
         fn report(&self, _: crate::Phase, _: u64, _: u64) -> Result<()> {
             self.at_stop
-                .store(self.pieces.load(Ordering::SeqCst), Ordering::SeqCst);
+                .store(self.pieces.0.load(Ordering::SeqCst), Ordering::SeqCst);
             Err(Error::Interrupted)
         }
 
         fn cancelled(&self) -> bool {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-            self.pieces.fetch_add(1, Ordering::SeqCst);
-            false
+            self.pieces.cancelled()
         }
     }
 
@@ -1174,7 +1179,7 @@ mod tests {
         let out = dir.join("out");
         fresh(&out);
         let progress = StopAtFirstShard {
-            pieces: AtomicU64::new(0),
+            pieces: CountPieces(AtomicU64::new(0)),
             at_stop: AtomicU64::new(0),
         };
         let (err, done) = fails(jobs, &out, &progress);
@@ -1185,14 +1190,15 @@ mod tests {
         // bytes): the workers, both within an input when the report failed, read a piece or two more
         // each, not the rest of their inputs.
         let after =
-            progress.pieces.load(Ordering::SeqCst) - progress.at_stop.load(Ordering::SeqCst);
+            progress.pieces.0.load(Ordering::SeqCst) - progress.at_stop.load(Ordering::SeqCst);
         assert!(after < 30, "{after} pieces read after the report failed");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Counts the pieces the workers read, slowly, and panics on the `at`-th.
+    /// Counts the pieces the workers read, slowly ([`CountPieces`]), and panics on the `at`-th
+    /// (counted from 0).
     struct PanicAt {
-        pieces: AtomicU64,
+        pieces: CountPieces,
         at: u64,
     }
 
@@ -1202,8 +1208,7 @@ mod tests {
         }
 
         fn cancelled(&self) -> bool {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-            if self.pieces.fetch_add(1, Ordering::SeqCst) == self.at {
+            if self.pieces.count() == self.at {
                 // A panic that skips the panic hook, which would first print a backtrace (with
                 // RUST_BACKTRACE set, symbolizing it took longer than the other worker's next 40
                 // pieces) before the unwinding that stops the others.
@@ -1221,7 +1226,7 @@ mod tests {
         let out = dir.join("out");
         fresh(&out);
         let progress = PanicAt {
-            pieces: AtomicU64::new(0),
+            pieces: CountPieces(AtomicU64::new(0)),
             at: 5,
         };
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -1234,7 +1239,7 @@ mod tests {
         );
         // The other worker, within its input (300 pieces or about 1,300), read a piece or two more,
         // not the rest of its input, whether its input came before or after.
-        let after = progress.pieces.load(Ordering::SeqCst) - (progress.at + 1);
+        let after = progress.pieces.0.load(Ordering::SeqCst) - (progress.at + 1);
         assert!(after < 30, "{after} pieces read after the panic");
         assert!(names(&out).is_empty(), "{:?}", names(&out));
         std::fs::remove_dir_all(&dir).unwrap();
