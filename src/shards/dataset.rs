@@ -362,7 +362,8 @@ impl StopFrom {
     }
 }
 
-/// Stops every worker ([`StopFrom::at`] 0) when dropped while its thread panics.
+/// Stops every worker ([`StopFrom::at`] 0) when dropped while its thread panics: a worker's or the
+/// calling thread's (the [`Committer`]'s).
 struct StopOnPanic<'f>(&'f StopFrom);
 
 impl Drop for StopOnPanic<'_> {
@@ -477,6 +478,9 @@ struct Committer<'o, 'a, 'f> {
 
 impl OrderedSink<WholeShard> for Committer<'_, '_, '_> {
     fn write(&mut self, done: WholeShard) -> Result<Vec<u8>> {
+        // A panic here (putting a shard in place, `on_shard`) reaches the caller: the workers stop at
+        // their next piece rather than finish inputs whose shards will never be put in place.
+        let _panicking = StopOnPanic(self.stop);
         let job = done.job;
         let written = self.commit(done);
         match written {
@@ -487,6 +491,7 @@ impl OrderedSink<WholeShard> for Committer<'_, '_, '_> {
     }
 
     fn written(&mut self) -> Result<()> {
+        let _panicking = StopOnPanic(self.stop);
         let summary = &self.summary;
         let reported = self.progress.encoded(
             summary.input_bytes,
@@ -1192,6 +1197,56 @@ mod tests {
         let after =
             progress.pieces.0.load(Ordering::SeqCst) - progress.at_stop.load(Ordering::SeqCst);
         assert!(after < 30, "{after} pieces read after the report failed");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Counts the pieces the workers read, slowly ([`CountPieces`]); panics on the calling thread at
+    /// the first report of a shard put in place, noting how many pieces were read by then.
+    struct PanicAtFirstShard {
+        pieces: CountPieces,
+        at_panic: AtomicU64,
+    }
+
+    impl Progress for PanicAtFirstShard {
+        fn report(&self, _: crate::Phase, _: u64, _: u64) -> Result<()> {
+            self.at_panic
+                .store(self.pieces.0.load(Ordering::SeqCst), Ordering::SeqCst);
+            // Without the panic hook, as `PanicAt` below.
+            std::panic::resume_unwind(Box::new("a report's panic, on purpose"));
+        }
+
+        fn cancelled(&self) -> bool {
+            self.pieces.cancelled()
+        }
+    }
+
+    #[test]
+    fn a_panic_on_the_calling_thread_stops_the_workers_of_whole_inputs_at_their_next_piece() {
+        let dir =
+            std::env::temp_dir().join(format!("bytepair-wholecallpanic-{}", std::process::id()));
+        fresh(&dir);
+        let jobs = long_inputs(&dir, None);
+        let out = dir.join("out");
+        fresh(&out);
+        let progress = PanicAtFirstShard {
+            pieces: CountPieces(AtomicU64::new(0)),
+            at_panic: AtomicU64::new(0),
+        };
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            fails(jobs, &out, &progress);
+        }));
+        let message = panicked.unwrap_err();
+        assert_eq!(
+            message.downcast_ref::<&str>(),
+            Some(&"a report's panic, on purpose")
+        );
+        // The workers, both within an input (300 pieces or about 1,300) when the first shard's
+        // report panicked, read a piece or two more each, not the rest of their inputs.
+        let after =
+            progress.pieces.0.load(Ordering::SeqCst) - progress.at_panic.load(Ordering::SeqCst);
+        assert!(after < 30, "{after} pieces read after the panic");
+        // The first shard is in place (the report comes after its commit); no temporary file is left.
+        assert_eq!(names(&out), ["s00.bin", "s00.idx"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
