@@ -1157,17 +1157,38 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Counts the pieces the workers read, slowly ([`CountPieces`]); fails the first report of a shard
-    /// put in place (as Ctrl-C does), noting how many pieces were read by then.
-    struct StopAtFirstShard {
+    /// Counts the pieces the workers read, slowly ([`CountPieces`]); at the first report of a shard
+    /// put in place, notes how many pieces were read by then, and fails it (as Ctrl-C does) or, when
+    /// `panics`, panics on the calling thread.
+    struct AtFirstShard {
         pieces: CountPieces,
-        at_stop: AtomicU64,
+        at_report: AtomicU64,
+        panics: bool,
     }
 
-    impl Progress for StopAtFirstShard {
+    impl AtFirstShard {
+        fn new(panics: bool) -> AtFirstShard {
+            AtFirstShard {
+                pieces: CountPieces(AtomicU64::new(0)),
+                at_report: AtomicU64::new(0),
+                panics,
+            }
+        }
+
+        /// Pieces read since the first report.
+        fn read_after(&self) -> u64 {
+            self.pieces.0.load(Ordering::SeqCst) - self.at_report.load(Ordering::SeqCst)
+        }
+    }
+
+    impl Progress for AtFirstShard {
         fn report(&self, _: crate::Phase, _: u64, _: u64) -> Result<()> {
-            self.at_stop
+            self.at_report
                 .store(self.pieces.0.load(Ordering::SeqCst), Ordering::SeqCst);
+            if self.panics {
+                // Without the panic hook, as `PanicAt` below.
+                std::panic::resume_unwind(Box::new("a report's panic, on purpose"));
+            }
             Err(Error::Interrupted)
         }
 
@@ -1183,10 +1204,7 @@ mod tests {
         let jobs = long_inputs(&dir, None);
         let out = dir.join("out");
         fresh(&out);
-        let progress = StopAtFirstShard {
-            pieces: CountPieces(AtomicU64::new(0)),
-            at_stop: AtomicU64::new(0),
-        };
+        let progress = AtFirstShard::new(false);
         let (err, done) = fails(jobs, &out, &progress);
         assert!(matches!(err, Error::Interrupted), "{err}");
         assert_eq!(done, ["s00"]);
@@ -1194,30 +1212,9 @@ mod tests {
         // An input is 300 pieces (JSON lines, a record a piece) or about 1,300 (text, pieces of 7
         // bytes): the workers, both within an input when the report failed, read a piece or two more
         // each, not the rest of their inputs.
-        let after =
-            progress.pieces.0.load(Ordering::SeqCst) - progress.at_stop.load(Ordering::SeqCst);
+        let after = progress.read_after();
         assert!(after < 30, "{after} pieces read after the report failed");
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    /// Counts the pieces the workers read, slowly ([`CountPieces`]); panics on the calling thread at
-    /// the first report of a shard put in place, noting how many pieces were read by then.
-    struct PanicAtFirstShard {
-        pieces: CountPieces,
-        at_panic: AtomicU64,
-    }
-
-    impl Progress for PanicAtFirstShard {
-        fn report(&self, _: crate::Phase, _: u64, _: u64) -> Result<()> {
-            self.at_panic
-                .store(self.pieces.0.load(Ordering::SeqCst), Ordering::SeqCst);
-            // Without the panic hook, as `PanicAt` below.
-            std::panic::resume_unwind(Box::new("a report's panic, on purpose"));
-        }
-
-        fn cancelled(&self) -> bool {
-            self.pieces.cancelled()
-        }
     }
 
     #[test]
@@ -1228,10 +1225,7 @@ mod tests {
         let jobs = long_inputs(&dir, None);
         let out = dir.join("out");
         fresh(&out);
-        let progress = PanicAtFirstShard {
-            pieces: CountPieces(AtomicU64::new(0)),
-            at_panic: AtomicU64::new(0),
-        };
+        let progress = AtFirstShard::new(true);
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             fails(jobs, &out, &progress);
         }));
@@ -1242,8 +1236,7 @@ mod tests {
         );
         // The workers, both within an input (300 pieces or about 1,300) when the first shard's
         // report panicked, read a piece or two more each, not the rest of their inputs.
-        let after =
-            progress.pieces.0.load(Ordering::SeqCst) - progress.at_panic.load(Ordering::SeqCst);
+        let after = progress.read_after();
         assert!(after < 30, "{after} pieces read after the panic");
         // The first shard is in place (the report comes after its commit); no temporary file is left.
         assert_eq!(names(&out), ["s00.bin", "s00.idx"]);
