@@ -221,6 +221,23 @@ impl<V: Copy + Default> BytesMap<V> {
         }
     }
 
+    /// Starts loading the tag and the slot where a lookup of `key` begins, so that a lookup made after
+    /// another one that waits on memory does not wait again.
+    #[inline(always)]
+    pub fn prefetch(&self, key: &InlineKey) {
+        let i = key.hash as usize & self.mask;
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `i` is masked below the number of slots and of tags; a prefetch only affects the
+        // caches.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(self.tags.as_ptr().add(i).cast());
+            _mm_prefetch::<_MM_HINT_T0>(self.slots.as_ptr().add(i).cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = i;
+    }
+
     /// The value of `key`, if present. Always inlined: the encoder looks up segments of CJK words with
     /// it, once per segment, where a call costs as much as the lookup.
     #[inline(always)]

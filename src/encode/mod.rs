@@ -585,9 +585,14 @@ impl Encoder {
         let key = *key;
         let before = out.len();
         // Most pieces that miss the recent ones are words of several tokens, not tokens, so the merged
-        // pieces are asked before the vocabulary; no piece is in both.
+        // pieces are asked before the vocabulary; no piece is in both. Both tables are megabytes, so
+        // each lookup may wait on memory: the vocabulary's slot is loaded while the cache is asked,
+        // and a piece that is one token waits once, not twice.
         let cached = match cache_over {
-            Some(_) => scratch.cache.get_inline(&key),
+            Some(_) => {
+                self.table.prefetch(&key);
+                scratch.cache.get_inline(&key)
+            }
             None => None,
         };
         match cached {
