@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 
 use crate::error::{try_vec, AllocError};
+use crate::prefetch::prefetch;
 
 /// The standard hash map with a fast hasher, for the crate's maps of short keys (ids, pairs of ids).
 pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -226,16 +227,8 @@ impl<V: Copy + Default> BytesMap<V> {
     #[inline(always)]
     pub fn prefetch(&self, key: &InlineKey) {
         let i = key.hash as usize & self.mask;
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `i` is masked below the number of slots and of tags; a prefetch only affects the
-        // caches.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.tags.as_ptr().add(i).cast());
-            _mm_prefetch::<_MM_HINT_T0>(self.slots.as_ptr().add(i).cast());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = i;
+        prefetch(self.tags.as_ptr().wrapping_add(i));
+        prefetch(self.slots.as_ptr().wrapping_add(i));
     }
 
     /// The value of `key`, if present. Always inlined: the encoder looks up segments of CJK words with

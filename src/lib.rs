@@ -17,7 +17,8 @@
 //! waits forever and nothing the user did not name is replaced), `ordered.rs` (work read in order, done
 //! on threads and written in order: the pipeline of `encode_file` and `encode_dataset`), `threads.rs`
 //! (how many threads a call starts), `progress.rs`, `error.rs` (the one error type, and fallible allocation), `bytes_map.rs`
-//! (the byte-string map behind counting and encoding's lookups), and `huge_pages.rs`.
+//! (the byte-string map behind counting and encoding's lookups), `prefetch.rs` (loads started ahead of a
+//! loop's reads), and `huge_pages.rs`.
 //!
 //! ```
 //! use bytepair::{train_counts, count_text, PreTokenCounts, SpecialTokens, Silent};
@@ -42,6 +43,7 @@ mod huge_pages;
 mod input;
 mod ordered;
 mod output;
+mod prefetch;
 mod pretokenize;
 mod progress;
 mod shards;

@@ -31,6 +31,7 @@
 use crate::bytes_map::InlineKey;
 use crate::error::{try_box, AllocError};
 use crate::huge_pages;
+use crate::prefetch::prefetch;
 use crate::pretokenize::PreTokens;
 
 /// The longest piece the table holds: its bytes and its length fill a 128-bit key.
@@ -142,7 +143,7 @@ impl Batched {
             // SAFETY: the piece is a part of `text`, and so are its first bytes.
             let key = unsafe { InlineKey::at(text, start, piece.len().min(TABLE_PIECE)) };
             let set = (key.hash >> self.shift) as usize;
-            self.prefetch(set);
+            prefetch(self.sets.as_ptr().wrapping_add(set));
             self.start[n] = start;
             self.len[n] = piece.len();
             self.key[n] = key;
@@ -168,17 +169,6 @@ impl Batched {
     #[inline(always)]
     pub(super) fn key(&self, k: usize) -> &InlineKey {
         &self.key[k]
-    }
-
-    #[inline(always)]
-    fn prefetch(&self, set: usize) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `set` is below the number of sets (the top bits of a word below it); prefetching
-        // has no other effect than on the caches.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.sets.as_ptr().add(set).cast());
-        }
     }
 
     /// The most ids an entry holds in the current layout.

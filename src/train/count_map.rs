@@ -23,6 +23,7 @@ use std::hash::BuildHasher;
 use super::memory;
 use crate::bytes_map::{InlineKey, SMALL_KEY};
 use crate::error::{try_reserve, try_vec, AllocError};
+use crate::prefetch::prefetch;
 
 /// How many shards a map has: enough that a shard's transient copies are small beside the map.
 pub(super) const SHARDS: usize = 64;
@@ -494,7 +495,7 @@ impl CountMap {
     fn prefetch_key<'k>(&self, key: Key, bytes: &'k [u8], count: u64) -> Prefetched<'k> {
         let shard = &self.shards[shard_of(key.hash)];
         let home = home(hash31(key.hash), shard.slots.len());
-        memory::prefetch(shard.slots.as_ptr().wrapping_add(home));
+        prefetch(shard.slots.as_ptr().wrapping_add(home));
         Prefetched { key, bytes, count }
     }
 
@@ -514,7 +515,7 @@ impl CountMap {
             return;
         };
         if slot.key >> 32 == (LONG | hash31(key.key.hash) << 32) >> 32 {
-            memory::prefetch(shard.arena.as_ptr().wrapping_add(slot.key as u32 as usize));
+            prefetch(shard.arena.as_ptr().wrapping_add(slot.key as u32 as usize));
         }
     }
 

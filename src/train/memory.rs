@@ -3,8 +3,8 @@
 //!
 //! Counting and merging are waits on memory: a lookup in a table of millions of keys, and a rewrite of
 //! one word among millions, each miss the cache, one after another. Both loops know a few items ahead
-//! where they will read, and [`prefetch`] starts those loads early, so that several are in flight at
-//! once.
+//! where they will read, and start those loads early ([`crate::prefetch`]), so that several are in
+//! flight at once.
 //!
 //! The words of millions of pre-tokens span far more 4 KB pages than the TLB maps, so each rewrite of a
 //! word also walks the page tables, and a prefetch waits for that walk, so they are reserved on 2 MB
@@ -14,18 +14,6 @@
 //! until malloc reuses it. Training frees large amounts in small and middle-sized blocks at a few moments
 //! (the counts as the words replace them, the pairs a raised threshold drops), and without
 //! [`return_freed_memory`] the process's resident size would keep them on top of what comes next.
-
-/// Asks the CPU to start loading the cache line at `p` (x86-64; elsewhere nothing).
-#[inline(always)]
-pub(super) fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it reads nothing into the program and cannot fault, whatever `p`.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
 
 /// Returns the free pages of the allocator's heaps to the system (glibc's `malloc_trim`; elsewhere
 /// nothing). Costs a walk over the heap's free blocks: for the few moments above, not per allocation.

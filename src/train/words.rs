@@ -17,9 +17,9 @@
 //! an id below `END`.
 
 use super::heap::Pair;
-use super::memory::prefetch;
 use crate::error::AllocError;
 use crate::huge_pages;
+use crate::prefetch::prefetch;
 
 /// The type of a token id in the words.
 pub(super) trait Symbol: Copy + Eq + Send + Sync + 'static {
