@@ -71,6 +71,7 @@ import os
 import resource
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -84,7 +85,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ("bytepair", "gigatoken", "tiktoken", "tokenizers")
 SECTIONS = {"single": "1 core", "files": "all cores", "iterable": "streaming", "short": "short texts"}
 CORPORA = {
-    "single": ("prose_en", "multilingual", "multilingual_cjk", "code_c"),
+    "single": ("prose_en", "multilingual", "multilingual_cjk", "code_c", "web"),
     "files": ("prose_en", "code_c"),
     "iterable": ("prose_en", "code_c"),
     "short": ("prose_en", "multilingual", "multilingual_cjk", "code_c"),
@@ -420,6 +421,18 @@ def write_cjk_tail(multilingual: Path, path: Path) -> None:
     path.write_bytes(data[start:])
 
 
+def write_web(directory: Path, path: Path) -> None:
+    """The web-like corpus: 30 MB of documents from ``scale.py build`` (English prose, German and French,
+    Japanese and Chinese, C, and synthetic words of a web crawl's long tail, in OWT-like documents), a
+    blank line between documents instead of the special token."""
+    with tempfile.TemporaryDirectory() as tmp:
+        build = [sys.executable, str(ROOT / "benchmarks/scale.py"), "build", "--out", f"{tmp}/web"]
+        build += ["--size-gb", "0.03", "--shards", "1", "--also-txt", "--corpora", str(directory)]
+        subprocess.run(build, check=True, stdout=subprocess.DEVNULL)
+        text = Path(f"{tmp}/web/joined.txt").read_text(encoding="utf-8")
+    path.write_text(text.replace("<|endoftext|>", "\n\n"), encoding="utf-8")
+
+
 def prepare_corpora(directory: Path, shared: Path, names: set[str]) -> dict[str, Path]:
     """Those of the corpora ``names`` that exist, decompressing the shipped ``.xz`` ones when missing."""
     found = {}
@@ -429,6 +442,13 @@ def prepare_corpora(directory: Path, shared: Path, names: set[str]) -> dict[str,
         path, xz = directory / f"{name}.txt", shared / f"corpora/{name}.txt.xz"
         if name == "multilingual_cjk" and not path.exists() and "multilingual" in found:
             write_cjk_tail(found["multilingual"], path)
+        if name == "web" and not path.exists():
+            print(f"building {path} with benchmarks/scale.py", file=sys.stderr)
+            try:
+                write_web(directory, path)
+            except subprocess.CalledProcessError:
+                print("skipping web: scale.py needs prose_en, multilingual and code_c", file=sys.stderr)
+                continue
         if not path.exists() and xz.exists():
             print(f"decompressing {xz} -> {path}", file=sys.stderr)
             directory.mkdir(parents=True, exist_ok=True)

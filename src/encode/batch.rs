@@ -13,9 +13,11 @@
 //! The table is on 2 MB pages: on 4 KB pages its lookups also missed the TLB, and `encode_file` on C
 //! ran 5% slower than without the table, against 1% on 2 MB pages.
 //!
-//! Only the workers have one: a call's text is read once, mostly in less than the table takes to fill,
-//! and one call on 20 MB was no faster with a table of 4 MB, and slower on C (`benchmarks/README.md`,
-//! the eighteenth session).
+//! The workers use it from the start. A call (`encode`) takes it up only once its tables of recent
+//! pieces miss more than one piece in ten (`Scratch::count_window`): web-like text, German and French,
+//! and CJK text do, and run 7-64% faster with the table; C source misses one in twenty, and ran 20%
+//! slower with it, its short pieces costing more through a batch than through the small tables in L2
+//! (`benchmarks/README.md`, the twenty-sixth session).
 //!
 //! An entry holds up to 3 ids, or up to 7 when every id fits in 16 bits (GPT-2's and most trained
 //! vocabularies): in `s2`, 1.85M of the 3.85M distinct pieces of up to 15 bytes have more than 3 ids,
@@ -154,7 +156,6 @@ impl Batched {
     }
 
     /// The number of sets.
-    #[cfg(test)]
     pub(super) fn sets(&self) -> usize {
         self.sets.len()
     }

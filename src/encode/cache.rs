@@ -23,6 +23,10 @@
 //! most pieces). Both tables write a hit's ids whole and then set the output's length, so that no
 //! branch depends on the number of ids either.
 //!
+//! A call's scratch also counts how often the two tables miss, a window of pieces at a time: when more
+//! than one piece in ten misses them, the rest of the call goes through the table of pieces the
+//! workers use ([`Batched`]), which holds the long tail that they cannot ([`Scratch::count_window`]).
+//!
 //! Invariants: a scratch holds ids of one encoder and is only used with it; the caches are bounded
 //! ([`CacheCap`], fixed-size tables), so memory does not grow with the text; a cache that cannot grow
 //! (out of memory) keeps nothing and only costs time.
@@ -43,16 +47,21 @@ pub(crate) struct CacheCap {
     pub(super) ids: usize,
     /// The most sets of a [`Batched`] table of pieces (64 bytes each); 0 for none.
     pub(super) table_sets: usize,
+    /// Whether the table of pieces is only taken up once the recent pieces miss too often
+    /// ([`Scratch::count_window`]); otherwise it is used from the start.
+    pub(super) table_on_misses: bool,
 }
 
 impl CacheCap {
     /// For `encode` and `encode_batch`: room for the distinct multi-token pieces of tens of megabytes
     /// of prose or CJK-heavy text, so that the cache does not keep starting over. About 13 MB when full
-    /// (only pieces shorter than `LONG_PIECE` are cached, so however long-tailed the text).
+    /// (only pieces shorter than `LONG_PIECE` are cached, so however long-tailed the text), and a table
+    /// of pieces of up to 131,072 sets (8 MB) for calls whose recent pieces miss.
     pub(crate) const CALL: CacheCap = CacheCap {
         pieces: 1 << 17,
         ids: 1 << 20,
-        table_sets: 0,
+        table_sets: 1 << 17,
+        table_on_misses: true,
     };
 
     /// For streams (`encode_prefix`), whose growth in memory must stay small. About 1.5 MB when full.
@@ -60,6 +69,7 @@ impl CacheCap {
         pieces: 1 << 14,
         ids: 1 << 17,
         table_sets: 0,
+        table_on_misses: false,
     };
 
     /// For the worker threads of `encode_file` and `encode_dataset`: gigabytes of text, whose distinct
@@ -75,6 +85,7 @@ impl CacheCap {
         pieces: 1 << 14,
         ids: 1 << 17,
         table_sets: 1 << 19,
+        table_on_misses: false,
     };
 }
 
@@ -101,7 +112,26 @@ pub(crate) struct Scratch {
     pub(super) cap: CacheCap,
     /// Bytes of text encoded with this scratch, which its small tables are sized by.
     seen: usize,
+    /// The pieces left to encode in the current window of [`WINDOW`] pieces, and how many of those
+    /// encoded missed the recent pieces, while the table of pieces is not in use
+    /// ([`Self::count_window`]).
+    pub(super) window_left: usize,
+    pub(super) missed: usize,
+    /// The misses of the window before, and the windows of this call counted so far.
+    missed_before: usize,
+    windows: usize,
+    /// Whether this call encodes with `batched`: always for a worker, and for a call from the end
+    /// of the window that decided it ([`Self::count_window`]).
+    pub(super) table_in_use: bool,
 }
+
+/// The pieces of a call's text counted before the share of them that missed the recent pieces is
+/// looked at ([`Scratch::count_window`]): about 300 KB of prose.
+pub(super) const WINDOW: usize = 1 << 16;
+
+/// A call takes up the table of pieces when more than one in [`MISSES_FOR_TABLE`] of the pieces of
+/// its last two windows missed the recent pieces.
+const MISSES_FOR_TABLE: usize = 10;
 
 impl Scratch {
     /// Sized for texts of about `text_len` bytes, its cache bounded by `cap`; fails when its tables
@@ -109,6 +139,7 @@ impl Scratch {
     pub(crate) fn for_text(text_len: usize, cap: CacheCap) -> Result<Scratch, AllocError> {
         let batched = match cap.table_sets {
             0 => None,
+            _ if cap.table_on_misses => None,
             most => Some(Batched::new(Batched::sets_for(text_len, most))?),
         };
         // A worker's table of pieces holds every piece the small pieces would (up to 15 bytes, they
@@ -127,6 +158,11 @@ impl Scratch {
             ids: Vec::new(),
             cap,
             seen: text_len,
+            window_left: WINDOW,
+            missed: 0,
+            missed_before: 0,
+            windows: 0,
+            table_in_use: cap.table_sets > 0 && !cap.table_on_misses,
         })
     }
 
@@ -145,11 +181,47 @@ impl Scratch {
     /// text this scratch has encoded, so that a short text does not pay to clear large tables while a
     /// long one, or many short ones, get full-sized tables. A table that cannot be allocated keeps its
     /// size: they are caches, and only speed depends on their size.
-    fn fit(&mut self, text_len: usize) {
+    pub(super) fn fit(&mut self, text_len: usize) {
+        (self.window_left, self.missed) = (WINDOW, 0);
+        (self.missed_before, self.windows) = (0, 0);
+        self.table_in_use = self.batched.is_some() && !self.cap.table_on_misses;
         self.seen = self.seen.saturating_add(text_len);
         self.recent.grow_for(self.seen);
         self.small.grow_for(self.seen);
         self.merge_cache.grow_for(self.seen);
+    }
+
+    /// Ends a window of [`WINDOW`] pieces encoded without the table of pieces, and returns true if the
+    /// rest of the call is to use it ([`Self::table_in_use`]): when the scratch takes it up on misses
+    /// ([`CacheCap::table_on_misses`]), more than one in [`MISSES_FOR_TABLE`] of the pieces of this
+    /// window and the one before missed the recent pieces, and the table, sized by the text the
+    /// scratch has seen, is there or can be allocated. The table is kept for later calls, which each
+    /// decide again.
+    ///
+    /// The first window of a call decides nothing: a new scratch's tables are empty then. Two windows
+    /// rather than one, so that a stretch of new words in text that mostly hits (a list of names in
+    /// C source) does not take the table up for the rest of it.
+    pub(super) fn count_window(&mut self) -> bool {
+        let missed = std::mem::take(&mut self.missed);
+        let two_windows = missed + std::mem::replace(&mut self.missed_before, missed);
+        self.windows += 1;
+        if !self.cap.table_on_misses
+            || self.windows < 3
+            || two_windows * MISSES_FOR_TABLE <= 2 * WINDOW
+        {
+            return false;
+        }
+        let sets = Batched::sets_for(self.seen, self.cap.table_sets);
+        if self
+            .batched
+            .as_ref()
+            .is_none_or(|table| table.sets() < sets)
+        {
+            // A table that cannot be allocated only costs the speed it would have brought.
+            self.batched = Batched::new(sets).ok();
+        }
+        self.table_in_use = self.batched.is_some();
+        self.table_in_use
     }
 
     /// Runs `f` with the long merge loop giving up once `cancel` (if any) is set, and clears the flag

@@ -35,11 +35,11 @@ use crate::bytes_map::{small_key, BytesMap, FastMap, InlineKey, INLINE};
 use crate::chunks::{last_safe_cut, lookahead, next_safe_cut};
 use crate::error::{try_reserve, try_vec, AllocError, Error, Result};
 use crate::huge_pages;
-use crate::pretokenize::pretokenize;
+use crate::pretokenize::{pretokenize, PreTokens};
 use crate::special::{Segment, SpecialTokens};
 use crate::threads::{run_on_threads, thread_count};
 use batch::{Batched, BATCH, TABLE_PIECE};
-use cache::{inline_key_of, CacheCap, Scratch, ScratchPool, SMALL_PIECE};
+use cache::{inline_key_of, CacheCap, Scratch, ScratchPool, SMALL_PIECE, WINDOW};
 use merge::LONG_PIECE;
 use table::{MergeTable, NO_MERGE};
 
@@ -261,35 +261,51 @@ impl Encoder {
         for segment in self.specials.split(text) {
             match segment {
                 Segment::Special(i) => out.push(self.special_ids[i]),
-                Segment::Text(part) => match scratch.batched.take() {
-                    Some(mut batched) => {
-                        let encoded = self.encode_batched(bytes, part, out, scratch, &mut batched);
-                        scratch.batched = Some(batched);
-                        encoded.map_err(|e| e.named("merging a long pre-token"))?;
-                    }
-                    None => {
-                        for piece in pretokenize(part) {
+                Segment::Text(part) => {
+                    let mut pieces = pretokenize(part);
+                    if !scratch.table_in_use {
+                        // Counted down in a local: in the scratch, the count was stored and loaded
+                        // again for every piece.
+                        let mut left = scratch.window_left;
+                        for piece in pieces.by_ref() {
                             // The piece's offset in `text`, so that its key can be read in place.
                             let start = piece.as_ptr() as usize - bytes.as_ptr() as usize;
                             // SAFETY: the piece is a part of `part`, itself a part of `text`.
                             unsafe { self.encode_piece(bytes, start, piece.len(), out, scratch) }
                                 .map_err(|e| e.named("merging a long pre-token"))?;
+                            left -= 1;
+                            if left == 0 {
+                                left = WINDOW;
+                                if scratch.count_window() {
+                                    break;
+                                }
+                            }
+                        }
+                        scratch.window_left = left;
+                    }
+                    if scratch.table_in_use {
+                        if let Some(mut batched) = scratch.batched.take() {
+                            let encoded =
+                                self.encode_batched(bytes, pieces, out, scratch, &mut batched);
+                            scratch.batched = Some(batched);
+                            encoded.map_err(|e| e.named("merging a long pre-token"))?;
                         }
                     }
-                },
+                }
             }
         }
         Ok(())
     }
 
-    /// Appends the ids of `part`, a part of `text` without special tokens, a batch of pieces at a time
-    /// through the worker's table of pieces ([`batch`]); pieces it does not hold take the way of
-    /// [`Self::encode_piece`] without its tables of recent pieces, and are then kept in it. `out` must
-    /// have room for an id per byte of `part`. Fails only when merging a long piece runs out of memory.
+    /// Appends the ids of the rest of `pieces`, pieces of a part of `text` without special tokens, a
+    /// batch of pieces at a time through the table of pieces ([`batch`]); pieces it does not hold take
+    /// the way of [`Self::encode_piece`] without its tables of recent pieces, and are then kept in it.
+    /// `out` must have room for an id per byte of the pieces. Fails only when merging a long piece runs
+    /// out of memory.
     fn encode_batched(
         &self,
         text: &[u8],
-        part: &str,
+        mut pieces: PreTokens<'_>,
         out: &mut Vec<u32>,
         scratch: &mut Scratch,
         batched: &mut Batched,
@@ -302,7 +318,6 @@ impl Encoder {
             true => None,
             false => Some(batched.most_ids()),
         };
-        let mut pieces = pretokenize(part);
         loop {
             let n = batched.fill(text, &mut pieces);
             for k in 0..n {
@@ -549,6 +564,7 @@ impl Encoder {
             if scratch.small.push_to(key, out) {
                 return Ok(());
             }
+            scratch.missed += 1;
             let before = out.len();
             // The byte tables answer one and two bytes without a key of the large maps.
             if !self.encode_bytes(piece, out) {
@@ -562,6 +578,7 @@ impl Encoder {
         if scratch.recent.push_to(&key, out) {
             return Ok(());
         }
+        scratch.missed += 1;
         let before = out.len();
         self.encode_unseen(piece, &key, Some(0), out, scratch)?;
         scratch.recent.insert(&key, &out[before..]);
@@ -883,6 +900,47 @@ mod tests {
                 assert_eq!(ids, encode(&e, &text), "{narrow} {round}: {text:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_call_takes_up_the_table_of_pieces_when_the_recent_pieces_miss() {
+        // Words of random letters, nearly all new (so the recent pieces miss), then a few words of one
+        // letter repeated (so they hit); each text four windows of pieces and more.
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut word = || -> String {
+            let len = 1 + xorshift(&mut seed) as usize % 12;
+            let letters = (0..len).map(|_| (b'a' + (xorshift(&mut seed) % 16) as u8) as char);
+            std::iter::once(' ').chain(letters).collect()
+        };
+        let varied: String = (0..4 * WINDOW + 1000).map(|_| word()).collect();
+        let repeated = " a b c d e f".repeat(WINDOW);
+        let e = trained_encoder(&varied[..100_000], 256 + 300);
+        // One piece at a time, as a stream is encoded: never with the table.
+        let one_at_a_time = |text: &str| {
+            let mut stream = Scratch::for_text(0, CacheCap::STREAM).unwrap();
+            let mut ids = Vec::new();
+            e.encode_with(text, &mut ids, &mut stream).unwrap();
+            assert!(!stream.table_in_use && stream.batched.is_none());
+            ids
+        };
+        let mut call = Scratch::for_text(varied.len(), CacheCap::CALL).unwrap();
+        assert!(!call.table_in_use && call.batched.is_none());
+        for text in [&varied, &repeated, &varied] {
+            call.fit(text.len());
+            let mut ids = Vec::new();
+            e.encode_with(text, &mut ids, &mut call).unwrap();
+            assert_eq!(ids, one_at_a_time(text));
+            // Each call decides for itself; the table, once allocated, is kept.
+            assert_eq!(call.table_in_use, text == &varied);
+            assert!(call.batched.is_some());
+        }
+        // A text of fewer than three windows of pieces never takes it up.
+        let mut call = Scratch::for_text(0, CacheCap::CALL).unwrap();
+        let short = &varied[..varied.len() / 3];
+        let mut ids = Vec::new();
+        e.encode_with(short, &mut ids, &mut call).unwrap();
+        assert_eq!(ids, one_at_a_time(short));
+        assert!(!call.table_in_use && call.batched.is_none());
     }
 
     #[test]
