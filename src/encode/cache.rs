@@ -121,7 +121,8 @@ pub(crate) struct Scratch {
     missed_before: usize,
     windows: usize,
     /// Whether this call encodes with `batched`: always for a worker, and for a call from the end
-    /// of the window that decided it ([`Self::count_window`]).
+    /// of the window that decided it ([`Self::count_window`]). Only ever true while `batched` is
+    /// `Some` (the encoder would otherwise skip the rest of the text's pieces).
     pub(super) table_in_use: bool,
 }
 

@@ -284,6 +284,7 @@ impl Encoder {
                         scratch.window_left = left;
                     }
                     if scratch.table_in_use {
+                        debug_assert!(scratch.batched.is_some(), "a table in use is there");
                         if let Some(mut batched) = scratch.batched.take() {
                             let encoded =
                                 self.encode_batched(bytes, pieces, out, scratch, &mut batched);
