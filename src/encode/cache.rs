@@ -112,14 +112,8 @@ pub(crate) struct Scratch {
     pub(super) cap: CacheCap,
     /// Bytes of text encoded with this scratch, which its small tables are sized by.
     seen: usize,
-    /// The pieces left to encode in the current window of [`WINDOW`] pieces, and how many of those
-    /// encoded missed the recent pieces, while the table of pieces is not in use
-    /// ([`Self::count_window`]).
-    pub(super) window_left: usize,
-    pub(super) missed: usize,
-    /// The misses of the window before, and the windows of this call counted so far.
-    missed_before: usize,
-    windows: usize,
+    /// This call's misses of the recent pieces, while the table of pieces is not in use.
+    pub(super) misses: MissWindows,
     /// Whether this call encodes with `batched`: always for a worker, and for a call from the end
     /// of the window that decided it ([`Self::count_window`]). Only ever true while `batched` is
     /// `Some` (the encoder would otherwise skip the rest of the text's pieces).
@@ -134,6 +128,40 @@ pub(super) const WINDOW: usize = 1 << 16;
 /// its last two windows missed the recent pieces.
 const MISSES_FOR_TABLE: usize = 10;
 
+/// A call's pieces that missed the recent pieces, counted a window of [`WINDOW`] pieces at a time.
+pub(super) struct MissWindows {
+    /// The pieces left to encode in the current window.
+    pub(super) left: usize,
+    /// The pieces of the current window that missed, and of the window before.
+    pub(super) missed: usize,
+    missed_before: usize,
+    /// The windows of this call ended so far.
+    windows: usize,
+}
+
+impl MissWindows {
+    /// None counted: the start of a call.
+    fn new() -> MissWindows {
+        MissWindows {
+            left: WINDOW,
+            missed: 0,
+            missed_before: 0,
+            windows: 0,
+        }
+    }
+
+    /// Ends the current window, and returns true if more than one in [`MISSES_FOR_TABLE`] of the
+    /// pieces of this window and the one before missed. The call's first window counts for nothing:
+    /// a new scratch's tables are empty then. Two windows rather than one, so that a stretch of new
+    /// words in text that mostly hits (a list of names in C source) does not decide the rest of it.
+    fn end_window(&mut self) -> bool {
+        let missed = std::mem::take(&mut self.missed);
+        let two_windows = missed + std::mem::replace(&mut self.missed_before, missed);
+        self.windows += 1;
+        self.windows >= 3 && two_windows * MISSES_FOR_TABLE > 2 * WINDOW
+    }
+}
+
 impl Scratch {
     /// Sized for texts of about `text_len` bytes, its cache bounded by `cap`; fails when its tables
     /// cannot be allocated (up to 600 KB, and a worker's table of pieces: [`CacheCap::WORKER`]).
@@ -146,6 +174,7 @@ impl Scratch {
         // A worker's table of pieces holds every piece the small pieces would (up to 15 bytes, they
         // up to 7), so a worker never asks them: it gets the least of them.
         let small_len = if batched.is_some() { 0 } else { text_len };
+        let table_in_use = batched.is_some() && !cap.table_on_misses;
         Ok(Scratch {
             short: ShortMerge::new()?,
             long: LongMerge::default(),
@@ -159,11 +188,8 @@ impl Scratch {
             ids: Vec::new(),
             cap,
             seen: text_len,
-            window_left: WINDOW,
-            missed: 0,
-            missed_before: 0,
-            windows: 0,
-            table_in_use: cap.table_sets > 0 && !cap.table_on_misses,
+            misses: MissWindows::new(),
+            table_in_use,
         })
     }
 
@@ -183,8 +209,7 @@ impl Scratch {
     /// long one, or many short ones, get full-sized tables. A table that cannot be allocated keeps its
     /// size: they are caches, and only speed depends on their size.
     pub(super) fn fit(&mut self, text_len: usize) {
-        (self.window_left, self.missed) = (WINDOW, 0);
-        (self.missed_before, self.windows) = (0, 0);
+        self.misses = MissWindows::new();
         self.table_in_use = self.batched.is_some() && !self.cap.table_on_misses;
         self.seen = self.seen.saturating_add(text_len);
         self.recent.grow_for(self.seen);
@@ -194,22 +219,11 @@ impl Scratch {
 
     /// Ends a window of [`WINDOW`] pieces encoded without the table of pieces, and returns true if the
     /// rest of the call is to use it ([`Self::table_in_use`]): when the scratch takes it up on misses
-    /// ([`CacheCap::table_on_misses`]), more than one in [`MISSES_FOR_TABLE`] of the pieces of this
-    /// window and the one before missed the recent pieces, and the table, sized by the text the
-    /// scratch has seen, is there or can be allocated. The table is kept for later calls, which each
-    /// decide again.
-    ///
-    /// The first window of a call decides nothing: a new scratch's tables are empty then. Two windows
-    /// rather than one, so that a stretch of new words in text that mostly hits (a list of names in
-    /// C source) does not take the table up for the rest of it.
+    /// ([`CacheCap::table_on_misses`]), the last two windows missed often enough
+    /// ([`MissWindows::end_window`]), and the table, sized by the text the scratch has seen, is there
+    /// or can be allocated. The table is kept for later calls, which each decide again.
     pub(super) fn count_window(&mut self) -> bool {
-        let missed = std::mem::take(&mut self.missed);
-        let two_windows = missed + std::mem::replace(&mut self.missed_before, missed);
-        self.windows += 1;
-        if !self.cap.table_on_misses
-            || self.windows < 3
-            || two_windows * MISSES_FOR_TABLE <= 2 * WINDOW
-        {
+        if !self.misses.end_window() || !self.cap.table_on_misses {
             return false;
         }
         let sets = Batched::sets_for(self.seen, self.cap.table_sets);

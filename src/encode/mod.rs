@@ -266,7 +266,7 @@ impl Encoder {
                     if !scratch.table_in_use {
                         // Counted down in a local: in the scratch, the count was stored and loaded
                         // again for every piece.
-                        let mut left = scratch.window_left;
+                        let mut left = scratch.misses.left;
                         for piece in pieces.by_ref() {
                             // The piece's offset in `text`, so that its key can be read in place.
                             let start = piece.as_ptr() as usize - bytes.as_ptr() as usize;
@@ -281,7 +281,7 @@ impl Encoder {
                                 }
                             }
                         }
-                        scratch.window_left = left;
+                        scratch.misses.left = left;
                     }
                     if scratch.table_in_use {
                         debug_assert!(scratch.batched.is_some(), "a table in use is there");
@@ -565,7 +565,7 @@ impl Encoder {
             if scratch.small.push_to(key, out) {
                 return Ok(());
             }
-            scratch.missed += 1;
+            scratch.misses.missed += 1;
             let before = out.len();
             // The byte tables answer one and two bytes without a key of the large maps.
             if !self.encode_bytes(piece, out) {
@@ -579,7 +579,7 @@ impl Encoder {
         if scratch.recent.push_to(&key, out) {
             return Ok(());
         }
-        scratch.missed += 1;
+        scratch.misses.missed += 1;
         let before = out.len();
         self.encode_unseen(piece, &key, Some(0), out, scratch)?;
         scratch.recent.insert(&key, &out[before..]);
