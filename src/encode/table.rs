@@ -102,7 +102,7 @@ impl MergeTable {
             pair_filter,
             filter_shift,
             byte_ids,
-            ranks: Pairs::new(ranks).map_err(tables)?,
+            ranks: Pairs::new(ranks, ids.values().all(|&id| id >> 16 == 0)).map_err(tables)?,
             rank_limit,
             byte_pairs,
             adjacent_in_token,
@@ -165,12 +165,15 @@ enum Pairs {
 }
 
 impl Pairs {
-    /// The pairs of `map`, packed when every id, and so every rank, fits in 16 bits.
-    fn new(map: PairRanks) -> std::result::Result<Pairs, AllocError> {
-        // A rank is below the number of tokens, and so fits when the ids do.
-        let narrow = map.iter().all(|(&key, &(rank, merged))| {
-            key >> 48 == 0 && key as u32 >> 16 == 0 && rank >> 16 == 0 && merged >> 16 == 0
-        });
+    /// The pairs of `map`, packed when every id of the vocabulary (`ids_fit`) and every rank fits in
+    /// 16 bits. All ids, not only those of the pairs: the merge loops also ask about bytes that are in
+    /// no pair, and a wide id would lose its high bits in a packed key.
+    fn new(map: PairRanks, ids_fit: bool) -> std::result::Result<Pairs, AllocError> {
+        // Ranks can pass the ids (a token no merge builds ranks after all merges), so they are checked.
+        let narrow = ids_fit
+            && map.iter().all(|(&key, &(rank, merged))| {
+                key >> 48 == 0 && key as u32 >> 16 == 0 && rank >> 16 == 0 && merged >> 16 == 0
+            });
         Ok(match narrow {
             true => Pairs::Packed(PackedPairs::new(&map)?),
             false => Pairs::Map(map),
@@ -481,9 +484,14 @@ mod tests {
             let mut wide = ranks.clone();
             wide.insert(key, value);
             assert!(
-                matches!(Pairs::new(wide).unwrap(), Pairs::Map(m) if m.len() == ranks.len() + 1)
+                matches!(Pairs::new(wide, true).unwrap(), Pairs::Map(m) if m.len() == ranks.len() + 1)
             );
         }
-        assert!(matches!(Pairs::new(ranks).unwrap(), Pairs::Packed(_)));
+        // A wide id in no pair (a byte no merge uses) keeps the map too.
+        let all = ranks.len();
+        assert!(
+            matches!(Pairs::new(ranks.clone(), false).unwrap(), Pairs::Map(m) if m.len() == all)
+        );
+        assert!(matches!(Pairs::new(ranks, true).unwrap(), Pairs::Packed(_)));
     }
 }

@@ -18,8 +18,8 @@
 //! writes it into its shard under temporary names, and the calling thread puts the shards in place in
 //! order. Workers then wait neither for the reader nor for the writer, and do not share the cores with
 //! a writer thread. Memory is bounded as before: a worker holds one piece, and the at most
-//! `2 * threads` shards waiting to be put in place are closed files on disk. The shards' bytes are the
-//! same either way.
+//! `2 * threads` shards waiting to be put in place are files written whole (at most [`OPEN_WAITING`]
+//! of them still open, for the calling thread to flush). The shards' bytes are the same either way.
 //!
 //! Invariants: a shard is put in place (flushed, renamed to its names, then reported to the caller)
 //! only after its last piece and after every shard before it; the error returned is the first in input
@@ -623,6 +623,11 @@ pub fn encode_dataset<'a>(
             next_job: 0,
         };
         run_ordered(&work, inputs, threads, 2 * threads, &mut committer)?;
+        debug_assert_eq!(
+            open_waiting.load(Ordering::Relaxed),
+            0,
+            "every shard kept open was committed"
+        );
         return Ok(committer.summary);
     }
     let mut writer = Writer {

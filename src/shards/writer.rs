@@ -121,7 +121,7 @@ pub struct Shard {
 struct Part {
     /// The temporary file; removed on drop unless renamed (then None).
     temp: Option<TempFile>,
-    /// The temporary file, open for writing; None once closed.
+    /// The temporary file, open; None once flushed and closed ([`Self::sync`]).
     file: Option<File>,
     /// The CRC-32 of the bytes after the header, and how many there are.
     crc: Hasher,
@@ -218,8 +218,10 @@ impl Part {
     /// 0.9 s each in 200 flushes).
     fn sync(&mut self) -> Result<()> {
         let fail = |e| Error::io(&self.path, e);
-        let file = self.file.take().expect("a part is synced once");
+        // Taken only once flushed: a part whose flush failed is never renamed as if it had not.
+        let file = self.file.as_ref().expect("a part is synced once");
         file.sync_all().map_err(fail)?;
+        let file = self.file.take().expect("a part is synced once");
         close(file).map_err(fail)
     }
 
@@ -395,7 +397,8 @@ impl ShardWriter {
 
     /// Finishes writing the shard, whose files keep their temporary names until
     /// [`ClosedShard::commit`]: the document left open ended ([`Self::end_open_document`] without an
-    /// end-of-text), the index completed, the headers written, the files closed.
+    /// end-of-text), the index completed, the headers written; the files stay open for the commit's
+    /// flush.
     pub(crate) fn close(mut self) -> Result<ClosedShard> {
         self.end_open_document(None)?;
         self.flush_index()?;
