@@ -136,7 +136,8 @@ impl Encoder {
             )));
         }
         let tokens = TokenBytes::new(&ids, max_id).map_err(tables)?;
-        let merges = MergeTable::new(&ids, byte_ids, merges, &specials)?;
+        let narrow_ids = max_id <= u16::MAX as u32;
+        let merges = MergeTable::new(&ids, byte_ids, merges, &specials, narrow_ids)?;
         let mut table = BytesMap::with_capacity(ids.len()).map_err(tables)?;
         for (token, &id) in &ids {
             *table.entry(token).map_err(tables)? = id;
@@ -149,7 +150,7 @@ impl Encoder {
             special_ids,
             scratches: ScratchPool::new(CacheCap::CALL),
             stream_scratches: ScratchPool::new(CacheCap::STREAM),
-            narrow_ids: max_id <= u16::MAX as u32,
+            narrow_ids,
         })
     }
 

@@ -64,13 +64,15 @@ pub(super) struct MergeTable {
 
 impl MergeTable {
     /// The table of the tokens `ids` (bytes to id, special tokens included), whose bytes have the ids
-    /// `byte_ids`, for `merges` in order of creation. Fails when a merge names a token the vocabulary
-    /// lacks, or when the tables do not fit in memory.
+    /// `byte_ids`, for `merges` in order of creation; `narrow_ids` says whether every id of `ids` fits
+    /// in 16 bits. Fails when a merge names a token the vocabulary lacks, or when the tables do not fit
+    /// in memory.
     pub(super) fn new<M: AsRef<[u8]>>(
         ids: &FastMap<&[u8], u32>,
         byte_ids: [u32; 256],
         merges: &[(M, M)],
         specials: &SpecialTokens,
+        narrow_ids: bool,
     ) -> Result<MergeTable> {
         let tables = |e: AllocError| e.named("the tables of the vocabulary");
         let ranks = pair_ranks(ids, merges, specials)?;
@@ -102,7 +104,7 @@ impl MergeTable {
             pair_filter,
             filter_shift,
             byte_ids,
-            ranks: Pairs::new(ranks, ids.values().all(|&id| id >> 16 == 0)).map_err(tables)?,
+            ranks: Pairs::new(ranks, narrow_ids).map_err(tables)?,
             rank_limit,
             byte_pairs,
             adjacent_in_token,
@@ -428,7 +430,7 @@ mod tests {
         let byte_ids: [u32; 256] = std::array::from_fn(|b| ids[[b as u8].as_slice()]);
         let map = pair_ranks(&ids, &merges, &specials).unwrap();
         assert!(map.len() >= 300, "{}", map.len());
-        let table = MergeTable::new(&ids, byte_ids, &merges, &specials).unwrap();
+        let table = MergeTable::new(&ids, byte_ids, &merges, &specials, true).unwrap();
         assert!(
             matches!(table.ranks, Pairs::Packed(_)),
             "ids of 16 bits are packed"
