@@ -80,8 +80,8 @@ impl Encoder {
     /// Builds an encoder from `vocab` (id, bytes), `merges` in order of creation, and special tokens.
     ///
     /// A special token that is not in the vocabulary is appended with the next free id. Fails when two
-    /// ids share bytes, a byte value has no id, a merge names a token the vocabulary lacks, a special
-    /// token is empty, or the tables do not fit in memory.
+    /// ids share bytes, one id names two tokens, a byte value has no id, a merge names a token the
+    /// vocabulary lacks, a special token is empty, or the tables do not fit in memory.
     pub fn new<T: AsRef<[u8]>, M: AsRef<[u8]>>(
         vocab: &[(u32, T)],
         merges: &[(M, M)],
@@ -136,6 +136,19 @@ impl Encoder {
             )));
         }
         let tokens = TokenBytes::new(&ids, max_id).map_err(tables)?;
+        // Two tokens of one id would decode as one of them, and could make a merge table entry that
+        // reads as empty: such a vocabulary is refused. Each token wrote its id's span, so a token whose
+        // id spells other bytes lost its span to another token.
+        if let Some((bytes, &id)) = ids
+            .iter()
+            .find(|&(bytes, &id)| tokens.get(id) != Some(*bytes))
+        {
+            return Err(Error::InvalidVocab(format!(
+                "id {id} is given to both {:?} and {:?}; each id must name one token",
+                String::from_utf8_lossy(tokens.get(id).unwrap_or_default()),
+                String::from_utf8_lossy(bytes)
+            )));
+        }
         let narrow_ids = max_id <= u16::MAX as u32;
         let merges = MergeTable::new(&ids, byte_ids, merges, &specials, narrow_ids)?;
         let mut table = BytesMap::with_capacity(ids.len()).map_err(tables)?;
@@ -799,6 +812,12 @@ struct TokenBytes {
 }
 
 impl TokenBytes {
+    /// The bytes of `id`'s token, if it has one.
+    fn get(&self, id: u32) -> Option<&[u8]> {
+        let &(start, end) = self.spans.get(id as usize)?;
+        self.bytes.get(start as usize..end as usize)
+    }
+
     fn new(ids: &FastMap<&[u8], u32>, max_id: u32) -> std::result::Result<TokenBytes, AllocError> {
         let total: usize = ids.keys().map(|t| t.len()).sum();
         if total >= NO_TOKEN as usize {
@@ -1055,6 +1074,21 @@ mod tests {
         assert!(matches!(missing, Err(Error::InvalidVocab(m)) if m.contains("merge 0 (result)")));
         let no_byte = Encoder::new(&[(0, b"a".to_vec())], NO_MERGES, &[]);
         assert!(matches!(no_byte, Err(Error::InvalidVocab(m)) if m.contains("byte 0x00")));
+        // One id for two tokens, whichever comes first.
+        for extra in [
+            vec![(256, b"ab".to_vec()), (256, b"cd".to_vec())],
+            vec![(256, b"cd".to_vec()), (256, b"ab".to_vec())],
+        ] {
+            let shared = Encoder::new(&vocab(extra), NO_MERGES, &[]);
+            assert!(
+                matches!(&shared, Err(Error::InvalidVocab(m)) if m.contains("id 256 is given to both")
+                    && m.contains("\"ab\"") && m.contains("\"cd\"")),
+                "{shared:?}"
+            );
+        }
+        // A byte's id given to a longer token too.
+        let byte_id = Encoder::new(&vocab(vec![(97, b"ab".to_vec())]), NO_MERGES, &[]);
+        assert!(matches!(byte_id, Err(Error::InvalidVocab(m)) if m.contains("id 97")));
         let huge_id = Encoder::new(&vocab(vec![(u32::MAX - 1, b"ab".to_vec())]), NO_MERGES, &[]);
         assert!(matches!(huge_id, Err(Error::InvalidVocab(m)) if m.contains("too large")));
     }
