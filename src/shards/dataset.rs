@@ -337,15 +337,17 @@ struct WholeInputs<'a, 'o, 'f> {
     eot: Option<&'f [u8]>,
     /// Where the workers stop, once an input failed.
     stop: &'f StopFrom,
-    /// Closed shards waiting for the calling thread with their files open ([`OPEN_WAITING`]).
+    /// Closed shards waiting for the calling thread with their files open, and the most that may
+    /// ([`OPEN_WAITING`]).
     open_waiting: &'f AtomicUsize,
+    open_limit: usize,
 }
 
 /// The most closed shards that wait for their commit with their two files open, for the calling thread
 /// to flush: a worker that flushes its own shard waits on the disk with its core idle (1 GB of token
 /// shards on 2 cores: each worker waited 0.9 s in 200 flushes). Past it, a worker flushes and closes
 /// its shard itself, so that the open files stay within a process's usual limit (1,024) whatever the
-/// threads. The tests keep one open, so that both ways run in them.
+/// threads. The tests keep one open, so that both ways run in them (and one test each way alone).
 const OPEN_WAITING: usize = if cfg!(test) { 1 } else { 64 };
 
 /// The first input whose worker stops at its next piece, rather than encode a whole input whose shard
@@ -465,7 +467,7 @@ impl<'a> WholeInputs<'a, '_, '_> {
         }
         shard.end_open_document(self.eot)?;
         let mut shard = shard.close()?;
-        let kept_open = self.open_waiting.fetch_add(1, Ordering::Relaxed) < OPEN_WAITING;
+        let kept_open = self.open_waiting.fetch_add(1, Ordering::Relaxed) < self.open_limit;
         if !kept_open {
             self.open_waiting.fetch_sub(1, Ordering::Relaxed);
             shard.sync()?;
@@ -564,6 +566,28 @@ pub fn encode_dataset<'a>(
     on_shard: &mut dyn FnMut(&Shard, ShardInputs) -> Result<()>,
     progress: &dyn Progress,
 ) -> Result<DatasetSummary> {
+    encode_shards(
+        encoder,
+        folder,
+        jobs,
+        options,
+        on_shard,
+        progress,
+        OPEN_WAITING,
+    )
+}
+
+/// [`encode_dataset`], with at most `open_limit` closed shards of whole inputs waiting with their files
+/// open.
+fn encode_shards<'a>(
+    encoder: &Encoder,
+    folder: &Path,
+    jobs: Vec<DatasetJob<'a>>,
+    options: &DatasetOptions<'a>,
+    on_shard: &mut dyn FnMut(&Shard, ShardInputs) -> Result<()>,
+    progress: &dyn Progress,
+    open_limit: usize,
+) -> Result<DatasetSummary> {
     let (specials, _) = encoder.specials();
     let separator = options
         .separator
@@ -608,6 +632,7 @@ pub fn encode_dataset<'a>(
             eot: eot_bytes.as_deref(),
             stop: &stop,
             open_waiting: &open_waiting,
+            open_limit,
         };
         let mut committer = Committer {
             options,
@@ -1071,6 +1096,45 @@ mod tests {
                 .map(|f| std::fs::read(out.join(f)).unwrap())
                 .collect();
             assert_eq!(names(&out).len(), 40);
+            outputs.push((names(&out), files, summary, done));
+        }
+        assert!(outputs.windows(2).all(|w| w[0] == w[1]));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn whole_inputs_shards_are_the_same_flushed_by_their_worker_or_by_the_calling_thread() {
+        let dir = std::env::temp_dir().join(format!("bytepair-flushes-{}", std::process::id()));
+        fresh(&dir);
+        let e = encoder();
+        let mut outputs = Vec::new();
+        // None kept open (every worker flushes its own), one, and all of them (the calling thread
+        // flushes every shard).
+        for open_limit in [0, 1, usize::MAX] {
+            let jobs = many_inputs(&dir, 20, None);
+            let out = dir.join(format!("out-{open_limit}"));
+            fresh(&out);
+            let mut done = Vec::new();
+            let mut on_shard = |shard: &Shard, _: ShardInputs| {
+                done.push(shard.clone());
+                Ok(())
+            };
+            let options = options(ShardFormat::Megatron, 2, 7);
+            let summary =
+                encode_shards(&e, &out, jobs, &options, &mut on_shard, &Silent, open_limit)
+                    .unwrap();
+            assert_eq!(summary.documents, 20 * 30);
+            assert_eq!(done.len(), 20);
+            let files: Vec<Vec<u8>> = names(&out)
+                .iter()
+                .map(|f| std::fs::read(out.join(f)).unwrap())
+                .collect();
+            assert_eq!(
+                names(&out).len(),
+                40,
+                "no temporary file left: {:?}",
+                names(&out)
+            );
             outputs.push((names(&out), files, summary, done));
         }
         assert!(outputs.windows(2).all(|w| w[0] == w[1]));
