@@ -74,6 +74,12 @@ const MASK: [u64; 9] = {
 };
 
 impl InlineKey {
+    /// Whether `self` and `other` are the keys of the same bytes.
+    #[inline(always)]
+    pub fn same_bytes(&self, other: &InlineKey) -> bool {
+        self.lo == other.lo && self.hi == other.hi && self.len == other.len
+    }
+
     fn from_words(lo: u64, hi: u64, len: usize) -> InlineKey {
         // A folded multiply (as in foldhash): the 128-bit product mixes every input bit into both halves.
         let x = (lo ^ 0x243F_6A88_85A3_08D3) as u128

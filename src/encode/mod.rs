@@ -24,6 +24,7 @@
 mod batch;
 pub(crate) mod cache;
 pub(crate) mod file;
+mod lanes;
 mod merge;
 pub(crate) mod npy;
 mod table;
@@ -40,6 +41,7 @@ use crate::special::{Segment, SpecialTokens};
 use crate::threads::{run_on_threads, thread_count};
 use batch::{Batched, BATCH, TABLE_PIECE};
 use cache::{inline_key_of, CacheCap, Scratch, ScratchPool, SMALL_PIECE, WINDOW};
+use lanes::{Miss, MIN_MISSES};
 use merge::LONG_PIECE;
 use table::{MergeTable, NO_MERGE};
 
@@ -313,10 +315,10 @@ impl Encoder {
     }
 
     /// Appends the ids of the rest of `pieces`, pieces of a part of `text` without special tokens, a
-    /// batch of pieces at a time through the table of pieces ([`batch`]); pieces it does not hold take
-    /// the way of [`Self::encode_piece`] without its tables of recent pieces, and are then kept in it.
-    /// `out` must have room for an id per byte of the pieces. Fails only when merging a long piece runs
-    /// out of memory.
+    /// batch of pieces at a time through the table of pieces ([`batch`]); pieces of up to
+    /// [`TABLE_PIECE`] bytes it does not hold are set aside and resolved together ([`lanes`]), and
+    /// then kept in it; longer pieces take the way of [`Self::encode_piece`]. `out` must have room for
+    /// an id per byte of the pieces. Fails only when merging a long piece runs out of memory.
     fn encode_batched(
         &self,
         text: &[u8],
@@ -333,6 +335,7 @@ impl Encoder {
             true => None,
             false => Some(batched.most_ids()),
         };
+        batched.misses.clear();
         loop {
             let n = batched.fill(text, &mut pieces);
             for k in 0..n {
@@ -345,17 +348,85 @@ impl Encoder {
                 if batched.push_hit(k, out) {
                     continue;
                 }
-                let before = out.len();
-                // SAFETY: as above.
-                let piece = unsafe { text.get_unchecked(start..start + len) };
-                if !self.encode_bytes(piece, out) {
-                    self.encode_unseen(piece, batched.key(k), cache_over, out, scratch)?;
+                if len <= 2 {
+                    let before = out.len();
+                    // SAFETY: as above.
+                    let piece = unsafe { text.get_unchecked(start..start + len) };
+                    self.encode_bytes(piece, out);
+                    batched.insert(k, &out[before..]);
+                    continue;
                 }
-                batched.insert(k, &out[before..]);
+                let key = *batched.key(k);
+                batched.misses.push(&key, start, out.len());
+            }
+            // Resolved once enough are set aside for their lanes to overlap, and before the part ends
+            // (a special token's id follows it).
+            if batched.misses.len() >= MIN_MISSES || (n < BATCH && batched.misses.len() > 0) {
+                self.resolve_misses(text, batched, cache_over, out, scratch);
+                batched.misses.clear();
             }
             if n < BATCH {
                 return Ok(());
             }
+        }
+    }
+
+    /// Resolves the pieces set aside because the table of pieces missed them ([`lanes`]), puts their
+    /// ids in place in `out`, and keeps them in the table (and in the cache of merged pieces when they
+    /// have more than `cache_over` ids). `out` must have room for their ids.
+    fn resolve_misses(
+        &self,
+        text: &[u8],
+        batched: &mut Batched,
+        cache_over: Option<usize>,
+        out: &mut Vec<u32>,
+        scratch: &mut Scratch,
+    ) {
+        let misses = &mut batched.misses;
+        misses.mark_copies();
+        // Every lookup of the vocabulary below waits for memory at most once, all at the same time.
+        for miss in misses.list() {
+            if cache_over.is_some() {
+                scratch.cache.prefetch(&miss.key);
+            }
+            self.table.prefetch(&miss.key);
+        }
+        for i in 0..misses.len() {
+            if misses.is_copy(i) {
+                continue;
+            }
+            let Miss { key, start, .. } = misses.list()[i];
+            if cache_over.is_some() {
+                if let Some((first, len)) = scratch.cache.get_inline(&key) {
+                    let (first, len) = (first as usize, len as usize);
+                    misses.resolve(i, &scratch.cached_ids[first..first + len]);
+                    continue;
+                }
+            }
+            match self.table.get_inline(&key) {
+                Some(id) => misses.resolve(i, &[id]),
+                None => {
+                    // SAFETY: the piece is a part of `text`, as every piece set aside.
+                    let piece = unsafe { text.get_unchecked(start..start + key.len as usize) };
+                    misses.add_lane(i, piece, &self.merges);
+                }
+            }
+        }
+        misses.merge_lanes(&self.merges, &mut scratch.merge_cache);
+        misses.resolve_copies();
+        misses.put_in_place(out);
+        for i in 0..batched.misses.len() {
+            let miss = batched.misses.list()[i];
+            let mut ids = [0u32; TABLE_PIECE];
+            let n = batched.misses.ids(i).len();
+            ids[..n].copy_from_slice(batched.misses.ids(i));
+            if miss.merged && cache_over.is_some_and(|held| n > held) {
+                // SAFETY: as above.
+                let piece =
+                    unsafe { text.get_unchecked(miss.start..miss.start + miss.key.len as usize) };
+                Self::keep(piece, Some(&miss.key), 0, &ids[..n], scratch);
+            }
+            batched.insert_key(&miss.key, &ids[..n]);
         }
     }
 
@@ -583,7 +654,7 @@ impl Encoder {
             let before = out.len();
             // The byte tables answer one and two bytes without a key of the large maps.
             if !self.encode_bytes(piece, out) {
-                self.encode_unseen(piece, &inline_key_of(key), Some(0), out, scratch)?;
+                self.encode_unseen(piece, &inline_key_of(key), out, scratch)?;
             }
             scratch.small.insert(key, &out[before..]);
             return Ok(());
@@ -595,21 +666,19 @@ impl Encoder {
         }
         scratch.misses.missed += 1;
         let before = out.len();
-        self.encode_unseen(piece, &key, Some(0), out, scratch)?;
+        self.encode_unseen(piece, &key, out, scratch)?;
         scratch.recent.insert(&key, &out[before..]);
         Ok(())
     }
 
     /// Appends the ids of a piece of 3 to [`INLINE`] bytes, whose key is `key`, that is not among
     /// the recent pieces: from the cache of merged pieces, as a whole token, or merged (and then
-    /// cached if it has more than `cache_over` ids: the caller's table of pieces keeps the others).
-    /// With `cache_over` None, the cache of merged pieces is neither asked nor kept.
+    /// cached).
     #[inline(always)]
     fn encode_unseen(
         &self,
         piece: &[u8],
         key: &InlineKey,
-        cache_over: Option<usize>,
         out: &mut Vec<u32>,
         scratch: &mut Scratch,
     ) -> std::result::Result<(), AllocError> {
@@ -620,22 +689,14 @@ impl Encoder {
         // pieces are asked before the vocabulary; no piece is in both. Both tables are megabytes, so
         // each lookup may wait on memory: the vocabulary's slot is loaded while the cache is asked,
         // and a piece that is one token waits once, not twice.
-        let cached = match cache_over {
-            Some(_) => {
-                self.table.prefetch(&key);
-                scratch.cache.get_inline(&key)
-            }
-            None => None,
-        };
-        match cached {
+        self.table.prefetch(&key);
+        match scratch.cache.get_inline(&key) {
             Some(ids) => scratch.push_cached(ids, out),
             None => match self.table.get_inline(&key) {
                 Some(id) => out.push(id),
                 None => {
                     self.merge_segments(piece, out, scratch)?;
-                    if cache_over.is_some_and(|held| out.len() - before > held) {
-                        Self::keep(piece, Some(&key), before, out, scratch);
-                    }
+                    Self::keep(piece, Some(&key), before, out, scratch);
                 }
             },
         }

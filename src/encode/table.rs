@@ -13,6 +13,7 @@
 
 use crate::bytes_map::FastMap;
 use crate::error::{try_reserve, try_vec, AllocError, Error, Result};
+use crate::prefetch::prefetch;
 use crate::special::SpecialTokens;
 
 /// The (rank, merged id) of a pair that is not a merge: its rank is greater than every real rank.
@@ -145,6 +146,22 @@ impl MergeTable {
         match &self.ranks {
             Pairs::Packed(packed) => packed.get(left, right),
             Pairs::Map(map) => map.get(&key).copied(),
+        }
+    }
+
+    /// Prefetches what [`Self::rank`] of `left` then `right` reads: the filter's word, and the slot
+    /// where the table of pairs starts looking for them.
+    #[inline]
+    pub(super) fn prefetch_rank(&self, left: u32, right: u32) {
+        let bit = filter_bit(pair_key(left, right), self.filter_shift);
+        prefetch(self.pair_filter.as_ptr().wrapping_add(bit / 64));
+        if let Pairs::Packed(packed) = &self.ranks {
+            prefetch(
+                packed
+                    .slots
+                    .as_ptr()
+                    .wrapping_add(packed.slot(left << 16 | right)),
+            );
         }
     }
 
@@ -299,14 +316,33 @@ impl MergeCache {
     #[inline]
     pub(super) fn get(&mut self, table: &MergeTable, left: u32, right: u32) -> (u32, u32) {
         let key = pair_key(left, right);
-        // Fibonacci hashing: the top bits of the product depend on every bit of both ids.
-        let slot = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
+        let slot = self.slot(key);
         let entry = &mut self.entries[slot];
         if entry.0 != key {
             let (rank, merged) = table.rank(left, right).unwrap_or(NO_MERGE);
             *entry = (key, rank, merged);
         }
         (entry.1, entry.2)
+    }
+
+    /// The (rank, merged id) of `left` then `right` if the cache has it; otherwise prefetches what
+    /// [`Self::get`] will read from `table` for them, and returns None.
+    #[inline]
+    pub(super) fn probe(&self, table: &MergeTable, left: u32, right: u32) -> Option<(u32, u32)> {
+        let key = pair_key(left, right);
+        let entry = &self.entries[self.slot(key)];
+        if entry.0 == key {
+            return Some((entry.1, entry.2));
+        }
+        table.prefetch_rank(left, right);
+        None
+    }
+
+    /// The entry of the pair `key`: the top bits of its product by a constant (Fibonacci hashing),
+    /// which depend on every bit of both ids.
+    #[inline]
+    fn slot(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
     }
 }
 
