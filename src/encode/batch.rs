@@ -33,7 +33,7 @@
 //! [`Batched::narrow`]; a key is never all zero (its top byte is the piece's length), so an empty way
 //! matches nothing; entries are replaced whole, and losing one only costs time.
 
-use super::lanes::Misses;
+use super::lanes::{Misses, LONGEST};
 use crate::bytes_map::InlineKey;
 use crate::error::{try_box, AllocError};
 use crate::huge_pages;
@@ -42,6 +42,9 @@ use crate::pretokenize::PreTokens;
 
 /// The longest piece the table holds: its bytes and its length fill a 128-bit key.
 pub(super) const TABLE_PIECE: usize = 15;
+
+// The pieces the table misses are set aside whole.
+const _: () = assert!(TABLE_PIECE <= LONGEST);
 
 /// The pieces looked up together: enough that a set prefetched when its piece is found has arrived when
 /// the piece is looked up.
@@ -116,7 +119,7 @@ impl Batched {
                 hash: 0,
             }; BATCH],
             set: [0; BATCH],
-            misses: Misses::new()?,
+            misses: Misses::new(BATCH)?,
         })
     }
 

@@ -22,7 +22,6 @@
 //! compare them); each miss's ids go where the output ended when it was set aside, before the ids of
 //! every piece after it, whatever order the lanes finish in.
 
-use super::batch::{BATCH, TABLE_PIECE};
 use super::table::{MergeCache, MergeTable, NO_MERGE};
 use crate::bytes_map::InlineKey;
 use crate::error::{try_vec, AllocError};
@@ -34,9 +33,9 @@ struct Lane {
     miss: usize,
     /// The number of symbols.
     n: usize,
-    symbols: [u32; TABLE_PIECE],
+    symbols: [u32; LONGEST],
     /// `ranks[j]`: the (rank, merged id) of symbols `j` and `j + 1`.
-    ranks: [(u32, u32); TABLE_PIECE],
+    ranks: [(u32, u32); LONGEST],
     /// Bit `j`: no token holds the bytes on either side of the boundary after symbol `j` (a cut, see
     /// `Encoder::merge_segments`), so that pair never merges and is never asked.
     cuts: u32,
@@ -48,8 +47,8 @@ impl Lane {
     const EMPTY: Lane = Lane {
         miss: 0,
         n: 0,
-        symbols: [0; TABLE_PIECE],
-        ranks: [NO_MERGE; TABLE_PIECE],
+        symbols: [0; LONGEST],
+        ranks: [NO_MERGE; LONGEST],
         cuts: 0,
         pending: 0,
     };
@@ -58,7 +57,7 @@ impl Lane {
 /// A piece set aside: the piece, where its ids go, and the ids once known.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Miss {
-    /// The piece's key (of at most [`TABLE_PIECE`] bytes), by which the table of pieces keeps it.
+    /// The piece's key (of at most [`LONGEST`] bytes), by which the table of pieces keeps it.
     pub(super) key: InlineKey,
     /// Where the piece starts in the text.
     pub(super) start: usize,
@@ -77,9 +76,8 @@ pub(super) struct Miss {
 /// [`Miss::copy_of`] of a miss resolved on its own.
 const NO_COPY: usize = usize::MAX;
 
-/// The most misses set aside before they are resolved: [`MIN_MISSES`] less one, and a batch that all
-/// misses.
-const MOST_MISSES: usize = MIN_MISSES - 1 + BATCH;
+/// The longest piece a miss may be: the table of pieces' longest (`batch::TABLE_PIECE`) or longer.
+pub(super) const LONGEST: usize = 15;
 
 /// Misses are resolved once this many are set aside (or the text ends): enough lanes that the ranks a
 /// lane prefetched have arrived when its turn comes again. A batch of prose misses about 4 pieces.
@@ -89,7 +87,7 @@ pub(super) const MIN_MISSES: usize = 32;
 pub(super) struct Misses {
     misses: Vec<Miss>,
     lanes: Vec<Lane>,
-    /// The ids of the misses, each at most [`TABLE_PIECE`] (one per byte).
+    /// The ids of the misses, each at most [`LONGEST`] (one per byte).
     ids: Vec<u32>,
 }
 
@@ -97,8 +95,11 @@ pub(super) struct Misses {
 const COPY_SLOTS: usize = 256;
 
 impl Misses {
-    /// Buffers for [`MOST_MISSES`] misses (about 100 KB), or the error of their allocation.
-    pub(super) fn new() -> Result<Misses, AllocError> {
+    /// Buffers for the misses of a text encoded `batch` pieces at a time: up to [`MIN_MISSES`] less
+    /// one wait, and a batch may add as many as it has (about 100 KB for batches of 256), or the
+    /// error of their allocation.
+    pub(super) fn new(batch: usize) -> Result<Misses, AllocError> {
+        let most = MIN_MISSES - 1 + batch;
         let no_miss = Miss {
             key: InlineKey {
                 lo: 0,
@@ -113,14 +114,14 @@ impl Misses {
             merged: false,
             copy_of: NO_COPY,
         };
-        let mut misses = try_vec(no_miss, MOST_MISSES)?;
+        let mut misses = try_vec(no_miss, most)?;
         misses.clear();
-        let mut lanes = try_vec(Lane::EMPTY, MOST_MISSES)?;
+        let mut lanes = try_vec(Lane::EMPTY, most)?;
         lanes.clear();
         Ok(Misses {
             misses,
             lanes,
-            ids: try_vec(0, MOST_MISSES * TABLE_PIECE)?,
+            ids: try_vec(0, most * LONGEST)?,
         })
     }
 
@@ -135,8 +136,8 @@ impl Misses {
     /// ends now (`at`).
     #[inline(always)]
     pub(super) fn push(&mut self, key: &InlineKey, start: usize, at: usize) {
-        debug_assert!(self.misses.len() < MOST_MISSES);
-        let first = self.misses.len() * TABLE_PIECE;
+        debug_assert!(self.misses.len() < self.misses.capacity());
+        let first = self.misses.len() * LONGEST;
         self.misses.push(Miss {
             key: *key,
             start,
@@ -165,7 +166,7 @@ impl Misses {
         &self.ids[miss.first..miss.first + miss.len]
     }
 
-    /// Resolves miss `i` as `ids` (at most [`TABLE_PIECE`]).
+    /// Resolves miss `i` as `ids` (at most [`LONGEST`]).
     #[inline(always)]
     pub(super) fn resolve(&mut self, i: usize, ids: &[u32]) {
         let miss = &mut self.misses[i];
@@ -209,10 +210,10 @@ impl Misses {
         }
     }
 
-    /// Gives miss `i`, whose piece `piece` (2 to [`TABLE_PIECE`] bytes) is not one token, a lane:
+    /// Gives miss `i`, whose piece `piece` (2 to [`LONGEST`] bytes) is not one token, a lane:
     /// its bytes as symbols and the ranks of their pairs, from the byte tables.
     pub(super) fn add_lane(&mut self, i: usize, piece: &[u8], table: &MergeTable) {
-        debug_assert!((2..=TABLE_PIECE).contains(&piece.len()));
+        debug_assert!((2..=LONGEST).contains(&piece.len()));
         self.misses[i].merged = true;
         let mut lane = Lane {
             miss: i,
@@ -343,6 +344,7 @@ fn merge_until_wait(lane: &mut Lane, table: &MergeTable, cache: &mut MergeCache)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encode::batch::BATCH;
     use crate::encode::merge::ShortMerge;
     use crate::encode::table::SizedByText;
     use crate::encode::tests::{trained_encoder, xorshift};
@@ -357,18 +359,18 @@ mod tests {
         let e = trained_encoder(&training, 256 + 60);
         let text = training.as_bytes();
         let mut seed = 0x0123_4567_89AB_CDEFu64;
-        let mut lanes = Misses::new().unwrap();
+        let mut lanes = Misses::new(BATCH).unwrap();
         let mut cache = MergeCache::for_text(0).unwrap();
         assert_eq!(cache.entries(), 64);
         let mut short = ShortMerge::new().unwrap();
         let (mut merged_lanes, mut all) = (0, 0);
         for round in 0..200 {
             lanes.clear();
-            let count = 1 + xorshift(&mut seed) as usize % MOST_MISSES;
+            let count = 1 + xorshift(&mut seed) as usize % (MIN_MISSES - 1 + BATCH);
             let pieces: Vec<Vec<u8>> = (0..count)
                 .map(|_| {
                     // A stretch of the training text, a byte in eight replaced by one no token holds.
-                    let len = 2 + xorshift(&mut seed) as usize % (TABLE_PIECE - 1);
+                    let len = 2 + xorshift(&mut seed) as usize % (LONGEST - 1);
                     let start = xorshift(&mut seed) as usize % (text.len() - len);
                     let mut piece = text[start..start + len].to_vec();
                     for b in piece.iter_mut() {
@@ -399,7 +401,7 @@ mod tests {
     #[test]
     fn misses_go_where_they_were_set_aside_and_copies_take_the_ids_they_copy() {
         let e = trained_encoder(&"abcabc abab ".repeat(20), 256 + 10);
-        let mut misses = Misses::new().unwrap();
+        let mut misses = Misses::new(BATCH).unwrap();
         let mut cache = MergeCache::for_text(0).unwrap();
         let (word, other) = (InlineKey::new(b"abcab"), InlineKey::new(b"xy"));
         // Set aside before the output's first id, and twice before its last.
