@@ -12,16 +12,20 @@
 //!    has the lowest merge rank, leftmost first among equals (tiktoken's `byte_pair_merge`).
 //!
 //! Pre-tokens come from `bytepair::pretokenize`, which the `pretokenize` target checks separately.
-//! Also checked: decoding gives the text back, and streaming (`encode_prefix` over two parts cut at a
-//! place taken from the input) gives the same ids.
+//! Also checked: decoding gives the text back, streaming (`encode_prefix` over two parts cut at a
+//! place taken from the input) gives the same ids, and so does `encode_file` of the text written to a
+//! file, whose worker looks pieces up in its table of pieces from the start (pieces it misses are set
+//! aside and merged in lanes, a path `encode` takes only on texts of megabytes).
 
 #![no_main]
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use bytepair::{
-    count_text, pretokenize, train_counts, Encoder, PreTokenCounts, Silent, SpecialTokens,
+    count_text, encode_file, pretokenize, train_counts, Dtype, EncodeFileOptions, Encoder,
+    PreTokenCounts, Silent, SpecialTokens,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -162,6 +166,38 @@ fn fixed_cases() -> &'static [Case] {
     })
 }
 
+/// The text file and the `.npy` file of `encode_file`, one pair per process.
+fn files() -> &'static (PathBuf, PathBuf) {
+    static FILES: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    FILES.get_or_init(|| {
+        let dir = std::env::temp_dir();
+        let name = format!("bytepair-fuzz-{}", std::process::id());
+        (
+            dir.join(format!("{name}.txt")),
+            dir.join(format!("{name}.npy")),
+        )
+    })
+}
+
+/// The ids `encode_file` writes for `text`, on one worker, from the `.npy` it writes (uint32).
+fn encode_through_file(encoder: &Encoder, text: &str) -> Vec<u32> {
+    let (input, output) = files();
+    std::fs::write(input, text).unwrap();
+    let options = EncodeFileOptions {
+        num_threads: Some(1),
+        ..EncodeFileOptions::new(Dtype::U32)
+    };
+    encode_file(encoder, input, output, &options, &Silent).unwrap();
+    let npy = std::fs::read(output).unwrap();
+    // The header's length is the little-endian u16 after the magic string and the version (1.0).
+    assert_eq!(&npy[..8], b"\x93NUMPY\x01\x00");
+    let data = 10 + u16::from_le_bytes([npy[8], npy[9]]) as usize;
+    npy[data..]
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&first, rest)) = data.split_first() else {
         return;
@@ -200,4 +236,10 @@ fuzz_target!(|data: &[u8]| {
     let rest = format!("{}{}", &text[used..cut], &text[cut..]);
     encoder.encode_prefix(&rest, true, &mut streamed).unwrap();
     assert_eq!(streamed, ids, "streamed with a cut at {cut} of {text:?}");
+
+    assert_eq!(
+        encode_through_file(encoder, &text),
+        ids,
+        "encode_file of {text:?}"
+    );
 });
