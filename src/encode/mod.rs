@@ -42,8 +42,8 @@ use crate::threads::{run_on_threads, thread_count};
 use batch::{Batched, BATCH, TABLE_PIECE};
 use cache::{inline_key_of, CacheCap, Scratch, ScratchPool, SMALL_PIECE, WINDOW};
 use lanes::{Miss, MIN_MISSES};
-use merge::LONG_PIECE;
-use table::{MergeTable, NO_MERGE};
+use merge::{LongMerge, ShortMerge, LONG_PIECE};
+use table::{MergeCache, MergeTable, SizedByText, NO_MERGE};
 
 /// [`Encoder::encode_cancellable`] encodes about this many bytes between two looks at its flag.
 const CANCEL_BLOCK: usize = 1 << 20;
@@ -76,6 +76,11 @@ pub struct Encoder {
     stream_scratches: ScratchPool,
     /// Whether every id fits in 16 bits, so that the workers' tables hold more ids per piece.
     narrow_ids: bool,
+    /// Whether the bytes of every token of 3 bytes or more merge to that token, so that a segment of a
+    /// piece (`Self::merge_segments`) that is a token is that token. tiktoken looks up only whole
+    /// pieces: a vocabulary that holds a token its merges do not build from its bytes (an imported one
+    /// may; a trained one does not) has its segments merged, never looked up.
+    tokens_merge_whole: bool,
 }
 
 impl Encoder {
@@ -157,6 +162,7 @@ impl Encoder {
         for (token, &id) in &ids {
             *table.entry(token).map_err(tables)? = id;
         }
+        let tokens_merge_whole = tokens_merge_whole(&ids, &special_ids, &merges).map_err(tables)?;
         Ok(Encoder {
             table,
             tokens,
@@ -166,6 +172,7 @@ impl Encoder {
             scratches: ScratchPool::new(CacheCap::CALL),
             stream_scratches: ScratchPool::new(CacheCap::STREAM),
             narrow_ids,
+            tokens_merge_whole,
         })
     }
 
@@ -180,7 +187,7 @@ impl Encoder {
     }
 
     /// Appends the ids of `text` to `out`, with caches kept from earlier calls (see `ScratchPool`).
-    /// Fails when memory runs out (`out` then holds the ids of part of the text).
+    /// Fails when memory runs out (`out` then holds some of the text's ids, not to be used).
     pub fn encode(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
         self.scratches
             .with(text.len(), |scratch| self.encode_with(text, out, scratch))
@@ -799,7 +806,7 @@ impl Encoder {
     }
 
     /// Appends the ids of a segment of a piece: from the byte tables, from the recent segments, as a
-    /// token, or merged. Segments have a table of their own rather than a place in the cache of merged
+    /// token (when every token merges from its own bytes, [`Self::tokens_merge_whole`]), or merged. Segments have a table of their own rather than a place in the cache of merged
     /// pieces, where they took the place of whole pieces, which recur more (European text 4% slower).
     fn encode_segment(
         &self,
@@ -811,7 +818,7 @@ impl Encoder {
             return Ok(());
         }
         if segment.len() > INLINE {
-            match self.table.get(segment) {
+            match self.table.get(segment).filter(|_| self.tokens_merge_whole) {
                 Some(id) => out.push(id),
                 None => self.merge_uncut(segment, out, scratch)?,
             }
@@ -822,9 +829,12 @@ impl Encoder {
             return Ok(());
         }
         let before = out.len();
-        match self.table.get_inline(&key) {
-            Some(id) => out.push(id),
-            None => self.merge_uncut(segment, out, scratch)?,
+        match self.tokens_merge_whole {
+            true => match self.table.get_inline(&key) {
+                Some(id) => out.push(id),
+                None => self.merge_uncut(segment, out, scratch)?,
+            },
+            false => self.merge_uncut(segment, out, scratch)?,
         }
         scratch.segments.insert(&key, &out[before..]);
         Ok(())
@@ -867,6 +877,35 @@ impl Encoder {
         let &(start, end) = self.tokens.spans.get(id as usize)?;
         (start != NO_TOKEN).then(|| &self.tokens.bytes[start as usize..end as usize])
     }
+}
+
+/// Whether the bytes of every token of `ids` of 3 bytes or more, special tokens (`special_ids`) aside,
+/// merge to that token by `merges` ([`Encoder::tokens_merge_whole`]). Fails when the merge loops'
+/// buffers cannot be allocated.
+fn tokens_merge_whole(
+    ids: &FastMap<&[u8], u32>,
+    special_ids: &[u32],
+    merges: &MergeTable,
+) -> std::result::Result<bool, AllocError> {
+    let (mut short, mut long) = (ShortMerge::new()?, LongMerge::default());
+    let mut cache = MergeCache::for_text(usize::MAX)?;
+    let mut out = Vec::new();
+    try_reserve(&mut out, ids.keys().map(|t| t.len()).max().unwrap_or(0))?;
+    for (token, &id) in ids {
+        if token.len() < 3 || special_ids.contains(&id) {
+            continue;
+        }
+        out.clear();
+        if token.len() >= LONG_PIECE {
+            long.merge(merges, &mut cache, token, &mut out)?;
+        } else {
+            short.merge(merges, &mut cache, token, &mut out);
+        }
+        if out[..] != [id] {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Encodes pre-tokens one at a time ([`Encoder::pretoken_encoder`]).
@@ -1048,6 +1087,33 @@ mod tests {
         e.encode_with(short, &mut ids, &mut call).unwrap();
         assert_eq!(ids, one_at_a_time(short));
         assert!(!call.table_in_use && call.batched.is_none());
+    }
+
+    #[test]
+    fn a_segment_that_is_a_token_its_bytes_do_not_merge_to_is_merged_as_tiktoken_does() {
+        // "abcd" is a token, but its bytes merge "bc" first and never reach it; "z" is in no token,
+        // so "abcdz" is cut into "abcd" and "z". tiktoken looks up only whole pieces: [a, bc, d, z].
+        let e = encoder(
+            &[b"bc", b"ab", b"cd", b"abcd"],
+            &[(b"b", b"c"), (b"a", b"b"), (b"c", b"d"), (b"ab", b"cd")],
+            &[],
+        );
+        assert!(!e.tokens_merge_whole);
+        let expected = [b'a' as u32, 256, b'd' as u32, b'z' as u32];
+        assert_eq!(encode(&e, "abcdz"), expected);
+        // The whole piece is a token: that one id.
+        assert_eq!(encode(&e, "abcd"), [259]);
+        // The same through a worker's table of pieces and its lanes, and a segment of more than 16
+        // bytes.
+        let mut worker = Scratch::for_text(0, CacheCap::WORKER).unwrap();
+        let text = "abcdz ".repeat(300) + "abcdabcdabcdabcdabcdz";
+        let mut ids = Vec::new();
+        e.encode_with(&text, &mut ids, &mut worker).unwrap();
+        assert_eq!(ids, encode(&e, &text));
+        assert_eq!(ids[..4], expected);
+        assert!(!ids.contains(&259));
+        // A trained vocabulary's tokens all merge from their bytes.
+        assert!(trained_encoder(&"abcabc abab the then ".repeat(20), 256 + 20).tokens_merge_whole);
     }
 
     #[test]
