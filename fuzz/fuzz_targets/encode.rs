@@ -1,7 +1,8 @@
 //! Differential fuzzing of the encoder against a naive merge loop.
 //!
 //! The first byte of an input picks a vocabulary: one of a few trained on fixed texts (prose, long runs,
-//! many scripts), or one trained on the input's own text (so that its merges apply to it). The rest,
+//! many scripts), one with tokens that their own bytes do not merge to (as an imported vocabulary may
+//! have), or one trained on the input's own text (so that its merges apply to it). The rest,
 //! decoded as UTF-8 with replacement, is encoded by `Encoder` and by the model below, which spells out the
 //! documented algorithm without any of the encoder's machinery (pair tables, caches, the bucket queue
 //! for long pieces, streaming cuts):
@@ -120,13 +121,18 @@ fn train(text: &str, merges: usize) -> Case {
     let vocab_size = 256 + merges + SPECIALS.len();
     let trained = train_counts(&counts, vocab_size, &specials, &Silent).unwrap();
 
-    let vocab: Vec<(u32, Vec<u8>)> = (0u32..).zip(trained.vocab.iter().cloned()).collect();
     let token = |id: u32| trained.vocab[id as usize].clone();
     let merges: Vec<(Vec<u8>, Vec<u8>)> = trained
         .merges
         .iter()
         .map(|&(a, b)| (token(a), token(b)))
         .collect();
+    case(trained.vocab.clone(), merges)
+}
+
+/// The encoder and model of a vocabulary (ids in order; the special tokens among them) and its merges.
+fn case(vocab: Vec<Vec<u8>>, merges: Vec<(Vec<u8>, Vec<u8>)>) -> Case {
+    let vocab: Vec<(u32, Vec<u8>)> = (0u32..).zip(vocab).collect();
     let mut rank = HashMap::new();
     for (r, (a, b)) in merges.iter().enumerate() {
         rank.entry([a.as_slice(), b.as_slice()].concat())
@@ -140,6 +146,28 @@ fn train(text: &str, merges: usize) -> Case {
     let specials: Vec<String> = SPECIALS.iter().map(|s| s.to_string()).collect();
     let encoder = Encoder::new(&vocab, &merges, &specials).unwrap();
     Case { encoder, model }
+}
+
+/// A vocabulary as one may be imported but never trained: "abcd" and "abcde" are tokens, made by
+/// merges, that their own bytes do not merge to ("bc" merges first), so that only whole pieces may be
+/// looked up, as tiktoken does.
+fn imported() -> Case {
+    let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let merges: Vec<(&[u8], &[u8])> = vec![
+        (b"b", b"c"),
+        (b"a", b"b"),
+        (b"c", b"d"),
+        (b"ab", b"cd"),
+        (b"abcd", b"e"),
+        (b" ", b"a"),
+    ];
+    vocab.extend(merges.iter().map(|(a, b)| [*a, *b].concat()));
+    vocab.extend(SPECIALS.iter().map(|s| s.as_bytes().to_vec()));
+    let merges = merges
+        .into_iter()
+        .map(|(a, b)| (a.to_vec(), b.to_vec()))
+        .collect();
+    case(vocab, merges)
 }
 
 /// Vocabularies trained once on fixed texts of different kinds. Under the fuzzer's instrumentation,
@@ -162,6 +190,7 @@ fn fixed_cases() -> &'static [Case] {
             train(&prose.repeat(20), 120),
             train(&runs, 60),
             train(&scripts.repeat(10), 150),
+            imported(),
         ]
     })
 }
@@ -211,7 +240,7 @@ fuzz_target!(|data: &[u8]| {
             own = train(&text, text.len() % 64);
             &own
         }
-        k => &fixed_cases()[k as usize % 3],
+        k => &fixed_cases()[k as usize % 4],
     };
     let encoder = &case.encoder;
 
