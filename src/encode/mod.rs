@@ -42,8 +42,8 @@ use crate::threads::{run_on_threads, thread_count};
 use batch::{Batched, BATCH, TABLE_PIECE};
 use cache::{inline_key_of, CacheCap, Scratch, ScratchPool, SMALL_PIECE, WINDOW};
 use lanes::{Miss, MIN_MISSES};
-use merge::{LongMerge, ShortMerge, LONG_PIECE};
-use table::{MergeCache, MergeTable, SizedByText, NO_MERGE};
+use merge::LONG_PIECE;
+use table::{MergeTable, NO_MERGE};
 
 /// [`Encoder::encode_cancellable`] encodes about this many bytes between two looks at its flag.
 const CANCEL_BLOCK: usize = 1 << 20;
@@ -162,8 +162,7 @@ impl Encoder {
         for (token, &id) in &ids {
             *table.entry(token).map_err(tables)? = id;
         }
-        let tokens_merge_whole = tokens_merge_whole(&ids, &special_ids, &merges).map_err(tables)?;
-        Ok(Encoder {
+        let mut encoder = Encoder {
             table,
             tokens,
             merges,
@@ -172,8 +171,32 @@ impl Encoder {
             scratches: ScratchPool::new(CacheCap::CALL),
             stream_scratches: ScratchPool::new(CacheCap::STREAM),
             narrow_ids,
-            tokens_merge_whole,
-        })
+            tokens_merge_whole: false,
+        };
+        encoder.tokens_merge_whole = encoder.every_token_merges_whole().map_err(tables)?;
+        Ok(encoder)
+    }
+
+    /// Whether the bytes of every token of 3 bytes or more, special tokens aside, merge to that token
+    /// ([`Self::tokens_merge_whole`]). Fails when the merge loops' buffers cannot be allocated.
+    fn every_token_merges_whole(&self) -> std::result::Result<bool, AllocError> {
+        let mut scratch = Scratch::for_text(0, CacheCap::STREAM)?;
+        let mut out = Vec::new();
+        for id in 0..self.vocab_size() as u32 {
+            let Some(token) = self.token_bytes(id) else {
+                continue;
+            };
+            if token.len() < 3 || self.special_ids.contains(&id) {
+                continue;
+            }
+            out.clear();
+            try_reserve(&mut out, token.len())?;
+            self.merge_uncut(token, &mut out, &mut scratch)?;
+            if out[..] != [id] {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// One more than the largest id.
@@ -806,8 +829,9 @@ impl Encoder {
     }
 
     /// Appends the ids of a segment of a piece: from the byte tables, from the recent segments, as a
-    /// token (when every token merges from its own bytes, [`Self::tokens_merge_whole`]), or merged. Segments have a table of their own rather than a place in the cache of merged
-    /// pieces, where they took the place of whole pieces, which recur more (European text 4% slower).
+    /// token (when every token merges from its own bytes, [`Self::tokens_merge_whole`]), or merged.
+    /// Segments have a table of their own rather than a place in the cache of merged pieces, where
+    /// they took the place of whole pieces, which recur more (European text 4% slower).
     fn encode_segment(
         &self,
         segment: &[u8],
@@ -818,7 +842,11 @@ impl Encoder {
             return Ok(());
         }
         if segment.len() > INLINE {
-            match self.table.get(segment).filter(|_| self.tokens_merge_whole) {
+            let token = match self.tokens_merge_whole {
+                true => self.table.get(segment),
+                false => None,
+            };
+            match token {
                 Some(id) => out.push(id),
                 None => self.merge_uncut(segment, out, scratch)?,
             }
@@ -829,12 +857,13 @@ impl Encoder {
             return Ok(());
         }
         let before = out.len();
-        match self.tokens_merge_whole {
-            true => match self.table.get_inline(&key) {
-                Some(id) => out.push(id),
-                None => self.merge_uncut(segment, out, scratch)?,
-            },
-            false => self.merge_uncut(segment, out, scratch)?,
+        let token = match self.tokens_merge_whole {
+            true => self.table.get_inline(&key),
+            false => None,
+        };
+        match token {
+            Some(id) => out.push(id),
+            None => self.merge_uncut(segment, out, scratch)?,
         }
         scratch.segments.insert(&key, &out[before..]);
         Ok(())
@@ -877,35 +906,6 @@ impl Encoder {
         let &(start, end) = self.tokens.spans.get(id as usize)?;
         (start != NO_TOKEN).then(|| &self.tokens.bytes[start as usize..end as usize])
     }
-}
-
-/// Whether the bytes of every token of `ids` of 3 bytes or more, special tokens (`special_ids`) aside,
-/// merge to that token by `merges` ([`Encoder::tokens_merge_whole`]). Fails when the merge loops'
-/// buffers cannot be allocated.
-fn tokens_merge_whole(
-    ids: &FastMap<&[u8], u32>,
-    special_ids: &[u32],
-    merges: &MergeTable,
-) -> std::result::Result<bool, AllocError> {
-    let (mut short, mut long) = (ShortMerge::new()?, LongMerge::default());
-    let mut cache = MergeCache::for_text(usize::MAX)?;
-    let mut out = Vec::new();
-    try_reserve(&mut out, ids.keys().map(|t| t.len()).max().unwrap_or(0))?;
-    for (token, &id) in ids {
-        if token.len() < 3 || special_ids.contains(&id) {
-            continue;
-        }
-        out.clear();
-        if token.len() >= LONG_PIECE {
-            long.merge(merges, &mut cache, token, &mut out)?;
-        } else {
-            short.merge(merges, &mut cache, token, &mut out);
-        }
-        if out[..] != [id] {
-            return Ok(false);
-        }
-    }
-    Ok(true)
 }
 
 /// Encodes pre-tokens one at a time ([`Encoder::pretoken_encoder`]).
@@ -1103,8 +1103,8 @@ mod tests {
         assert_eq!(encode(&e, "abcdz"), expected);
         // The whole piece is a token: that one id.
         assert_eq!(encode(&e, "abcd"), [259]);
-        // The same through a worker's table of pieces and its lanes, and a segment of more than 16
-        // bytes.
+        // The same through a worker's table of pieces and its lanes, and in a piece of more than 16
+        // bytes cut into such segments.
         let mut worker = Scratch::for_text(0, CacheCap::WORKER).unwrap();
         let text = "abcdz ".repeat(300) + "abcdabcdabcdabcdabcdz";
         let mut ids = Vec::new();
