@@ -39,7 +39,7 @@ use crate::huge_pages;
 use crate::pretokenize::{pretokenize, PreTokens};
 use crate::special::{Segment, SpecialTokens};
 use crate::threads::{run_on_threads, thread_count};
-use batch::{Batched, BATCH, TABLE_PIECE};
+use batch::{Batched, BATCH, TABLE_PIECE, WRITTEN_IDS};
 use cache::{inline_key_of, CacheCap, Scratch, ScratchPool, SMALL_PIECE, WINDOW};
 use lanes::{Miss, MIN_MISSES};
 use merge::LONG_PIECE;
@@ -368,14 +368,22 @@ impl Encoder {
         batched.misses.clear();
         loop {
             let n = batched.fill(text, &mut pieces);
-            for k in 0..n {
+            let mut next = 0;
+            while next < n {
+                // The hits in a row, then the piece they stopped at, if any.
+                let k = batched.push_hits(next, n, out);
+                if k == n {
+                    break;
+                }
+                next = k + 1;
                 let (start, len) = batched.piece(k);
                 if len > TABLE_PIECE {
                     // SAFETY: the piece is a part of `part`, itself a part of `text`.
                     unsafe { self.encode_piece(text, start, len, out, scratch) }?;
                     continue;
                 }
-                if batched.push_hit(k, out) {
+                // `push_hits` stopped at a piece the table lacks, unless `out` lacked room.
+                if out.capacity() - out.len() < WRITTEN_IDS && batched.push_hit(k, out) {
                     continue;
                 }
                 if len <= 2 {
