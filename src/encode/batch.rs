@@ -56,8 +56,8 @@ const WIDE_IDS: usize = 3;
 /// The most ids of 16 bits an entry holds, when every id fits in 16 bits ([`Batched::narrow`]).
 const NARROW_IDS: usize = 7;
 
-/// The ids [`Batched::push_hits`] writes for an entry of either layout, of which it then keeps the
-/// entry's count: the room it needs past the output's end.
+/// The most ids [`Batched::push_hits`] writes for an entry (a narrow entry's 7 and its count; a wide
+/// entry's are 4), of which it then keeps the entry's count: the room it needs past the output's end.
 pub(super) const WRITTEN_IDS: usize = NARROW_IDS + 1;
 
 /// An entry's ids: [`WIDE_IDS`] ids of 32 bits and their number last, or [`NARROW_IDS`] ids of 16
@@ -404,12 +404,13 @@ mod tests {
             }
             // The same ids through `push_hits`, in runs: it stops at each piece the table lacks.
             let mut out = Vec::with_capacity(n * most + 8);
-            let (mut expected, mut k) = (Vec::new(), 0);
+            let (mut expected, mut hits, mut k) = (Vec::new(), Vec::new(), 0);
             while k < n {
                 let stop = table.push_hits(k, n, &mut out);
                 for j in k..stop {
                     expected.extend_from_slice(&ids[..j % (most + 1)]);
                 }
+                hits.extend(k..stop);
                 assert_eq!(out, expected, "{narrow} {k}..{stop}");
                 if stop < n {
                     assert!(
@@ -419,6 +420,19 @@ mod tests {
                 }
                 k = stop + 1;
             }
+            assert!(hits.len() >= 4, "{narrow}: too few hits to test ({hits:?})");
+            // Room running out within a run of hits: it stops at the next hit, which `push_hit` then
+            // appends by growing the output.
+            let j = *hits
+                .iter()
+                .find(|&&j| hits.contains(&(j + 1)) && j % (most + 1) > 0)
+                .expect("two hits in a row, the first with ids");
+            let mut out = Vec::with_capacity(WRITTEN_IDS);
+            assert_eq!(table.push_hits(j, n, &mut out), j + 1, "{narrow} {j}");
+            assert_eq!(out, ids[..j % (most + 1)], "{narrow} {j}");
+            assert!(table.push_hit(j + 1, &mut out));
+            let both = [&ids[..j % (most + 1)], &ids[..(j + 1) % (most + 1)]].concat();
+            assert_eq!(out, both, "{narrow} {j}");
             // With less room than it writes for an entry it stops, having written nothing.
             let mut out = Vec::with_capacity(WRITTEN_IDS - 1);
             assert_eq!(table.push_hits(0, n, &mut out), 0);
