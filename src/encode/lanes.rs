@@ -19,8 +19,8 @@
 //! put in place in the output ([`Misses::put_in_place`]).
 //!
 //! Invariants: a lane's ids are those [`super::merge::ShortMerge`] gives the same piece (the tests
-//! compare them), tiktoken's merge of the whole piece; each miss's ids go where the output ended when it was set aside, before the ids of
-//! every piece after it, whatever order the lanes finish in.
+//! compare them), tiktoken's merge of the whole piece; each miss's ids go where the output ended when
+//! it was set aside, before the ids of every piece after it, whatever order the lanes finish in.
 
 use super::table::{MergeCache, MergeTable, NO_MERGE};
 use crate::bytes_map::InlineKey;
