@@ -224,9 +224,8 @@ impl Batched {
         };
         if self.narrow {
             let mut wide = [0u32; NARROW_IDS + 1];
-            for (j, id) in wide.iter_mut().enumerate() {
-                *id = ids[j / 2] >> (16 * (j % 2)) & 0xFFFF;
-            }
+            // SAFETY: `wide` holds the 8 ids it writes.
+            unsafe { write_narrow(wide.as_mut_ptr(), &ids) };
             // Capped, so that no entry can make `push_first` claim ids it did not write.
             push_first(out, &wide, (wide[NARROW_IDS] as usize).min(NARROW_IDS));
         } else {
