@@ -14,9 +14,9 @@
 //! Then the vocabulary's slots of all of them are prefetched before any is read, a piece set aside
 //! twice is resolved once ([`Misses::mark_copies`]), and the pieces that are not one token each get a
 //! lane. A lane merges as [`super::merge`]'s short loop does (lowest rank, leftmost among equals)
-//! while the ranks it needs are in the cache; when one is not, the lane prefetches where the table
-//! keeps it and yields to the next lane, and by its next turn the rank has arrived. Last, the ids are
-//! put in place in the output ([`Misses::put_in_place`]).
+//! while the ranks it needs are in the cache or ruled out by the table's filter of pairs; when one is
+//! neither, the lane prefetches where the table keeps it and yields to the next lane, and by its next
+//! turn the rank has arrived. Last, the ids are put in place in the output ([`Misses::put_in_place`]).
 //!
 //! Invariants: a lane's ids are those [`super::merge::ShortMerge`] gives the same piece (the tests
 //! compare them), tiktoken's merge of the whole piece; each miss's ids go where the output ended when
@@ -246,7 +246,9 @@ impl Misses {
                 let (miss, n, symbols) = (lane.miss, lane.n, lane.symbols);
                 self.resolve(miss, &symbols[..n]);
                 active -= 1;
-                self.lanes.swap(i, active);
+                // The last active lane takes the finished one's place, which is not read again: one
+                // copy of a lane, where a swap made three.
+                self.lanes[i] = self.lanes[active];
             }
         }
     }
