@@ -24,7 +24,8 @@ token after each document:
   set only: it encodes this synthetic web text (new words in every document) at well under 1 MB/s on two
   cores, so the subset would take about an hour.
 
-Each run is a fresh process (``encode.py``'s ``run_child``: peak RSS is the child's ``ru_maxrss``); runs go
+Each run is a fresh process (``encode.py``'s ``run_child``); its peak RSS is the child's ``ru_maxrss`` as
+the timed call returns, before the untimed check of the ids, which would add up to 64 MB; runs go
 round by round, each tool once a round, and the median of ``--repeat`` is reported. ``--baseline DIR``
 adds ``bytepair-bin-baseline`` to every set: ``bytepair-bin`` with the package in ``DIR/bytepair`` imported
 instead (a copy of an earlier build's ``python/bytepair`` folder, its extension included; the run stops when
@@ -171,10 +172,14 @@ def gigatoken_stream(
     return docs, tokens, np.concatenate(parts)
 
 
-def since(start: float, cpu: resource.struct_rusage) -> tuple[float, float]:
-    """Wall and CPU seconds (this process's, all threads) since ``start`` and ``cpu``."""
+def since(start: float, cpu: resource.struct_rusage) -> tuple[float, float, float]:
+    """Wall and CPU seconds (this process's, all threads) since ``start`` and ``cpu``, and the process's
+    peak RSS so far in MB: taken as the timed call returns, so that it leaves out the untimed check after
+    it (which reads 16M ids, up to 64 MB)."""
     used = resource.getrusage(resource.RUSAGE_SELF)
-    return time.perf_counter() - start, used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
+    seconds = time.perf_counter() - start
+    cpu_seconds = used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
+    return seconds, cpu_seconds, used.ru_maxrss * 1024 / 1e6
 
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:
@@ -199,12 +204,12 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     if tool == FILE:
         tokens = tok.encode_file(paths[0], out / "ids.npy")
-        seconds, cpu_seconds = since(start, cpu)
+        seconds, cpu_seconds, call_rss_mb = since(start, cpu)
         docs = sum(spec["shard_documents"])
         prefix = np.load(out / "ids.npy", mmap_mode="r")[:PREFIX_TOKENS]
     elif peer == "bytepair":
         summary = tok.encode_dataset(paths, out, format=tool.split("-")[1])
-        seconds, cpu_seconds = since(start, cpu)
+        seconds, cpu_seconds, call_rss_mb = since(start, cpu)
         docs, tokens = summary.documents, summary.tokens
         prefix = prefix_of_files(sorted(out.glob("*.bin")))
         if spec.get("versus_file") and len(prefix) == tokens:
@@ -217,16 +222,17 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             "parquet": gigatoken.ParquetFileSource([str(p) for p in paths if p.name.endswith(".parquet")]),
         }
         results = {kind: tok.encode_files(source) for kind, source in sources.items()}
-        seconds, cpu_seconds = since(start, cpu)
+        seconds, cpu_seconds, call_rss_mb = since(start, cpu)
         docs, tokens, prefix = gigatoken_stream(paths, spec["shard_documents"], results, eot_id)
     else:
         docs, tokens = write_bin(tool, tok, eot_id, paths, out / "train.bin")
-        seconds, cpu_seconds = since(start, cpu)
+        seconds, cpu_seconds, call_rss_mb = since(start, cpu)
         prefix = prefix_of_files([out / "train.bin"])
     shutil.rmtree(out, ignore_errors=True)
     return {
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,  # of every thread, which encode.interleaved compares
+        "call_rss_mb": call_rss_mb,  # the table's peak RSS; rss_mb (run_child's) includes the check
         "bytes": spec["bytes"],
         "documents": docs,
         "tokens": tokens,
@@ -252,7 +258,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         ref = next((o for o in same if o["tool"].startswith("bytepair") and "mbps" in o), None)
         speed = f"{r['ratio']:.2f}x ({r['ratio_low']:.2f}x)" if "ratio" in r else "–"
         cpu = f"{r['cpu_ratio']:.2f}x ({r['cpu_ratio_low']:.2f}x)" if "cpu_ratio" in r else "–"
-        rss = f"{r['rss_mb'] / giga['rss_mb']:.3f}x" if giga else "–"
+        rss = f"{r['call_rss_mb'] / giga['call_rss_mb']:.3f}x" if giga else "–"
         if ref is None or ref is r:
             match = "(reference)" if ref is r else "–"
         else:
@@ -261,7 +267,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             )
         lines.append(
             f"| {r['set']} | {r['tool']} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['mbps']:.1f} | "
-            f"{r['rss_mb']:.0f} | {speed} | {cpu} | {rss} | {r['tokens']:,} | {match} |"
+            f"{r['call_rss_mb']:.0f} | {speed} | {cpu} | {rss} | {r['tokens']:,} | {match} |"
         )
     return lines
 
@@ -290,7 +296,7 @@ def file_table(rows: list[dict[str, Any]]) -> list[str]:
         )
         lines.append(
             f"| {r['set']} | {call} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['mbps']:.1f} | "
-            f"{r['rss_mb']:.0f} | {r['ratio']:.2f}x ({r['ratio_low']:.2f}x) | "
+            f"{r['call_rss_mb']:.0f} | {r['ratio']:.2f}x ({r['ratio_low']:.2f}x) | "
             f"{r['cpu_ratio']:.2f}x ({r['cpu_ratio_low']:.2f}x) | {r['tokens']:,} | {match} |"
         )
     return lines
