@@ -232,7 +232,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,  # of every thread, which encode.interleaved compares
-        "call_rss_mb": call_rss_mb,  # the table's peak RSS; rss_mb (run_child's) includes the check
+        "call_rss_mb": call_rss_mb,  # the peak RSS the tables show; run_child's rss_mb includes the check
         "bytes": spec["bytes"],
         "documents": docs,
         "tokens": tokens,
