@@ -40,7 +40,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
-use super::batch::{push_first, Batched};
+use super::batch::{push_first, Batched, PieceTable};
 use super::merge::{LongMerge, ShortMerge};
 use super::table::{MergeCache, SizedByText};
 use crate::bytes_map::{BytesMap, InlineKey, SMALL_KEY};
@@ -179,6 +179,15 @@ impl Scratch {
             _ if cap.table_on_misses => None,
             most => Some(Batched::new(Batched::sets_for(text_len, most))?),
         };
+        Scratch::with_batched(text_len, cap, batched)
+    }
+
+    /// [`Self::for_text`] with `batched` as its table of pieces and batch.
+    fn with_batched(
+        text_len: usize,
+        cap: CacheCap,
+        batched: Option<Box<Batched>>,
+    ) -> Result<Scratch, AllocError> {
         // A worker's table of pieces holds every piece the small pieces would (up to 15 bytes, they
         // up to 7), so a worker never asks them: it gets the least of them.
         let small_len = if batched.is_some() { 0 } else { text_len };
@@ -202,15 +211,29 @@ impl Scratch {
         })
     }
 
-    /// A worker's scratch (`encode_file`, `encode_dataset`), sized for chunks of `chunk` bytes, or for
-    /// all of the input when it is smaller (`input` bytes; 0 when unknown): tables of a chunk's size
-    /// (32 MB for 4 MB chunks) took most of the time of encoding a file of a few kilobytes.
-    pub(crate) fn for_worker(chunk: usize, input: u64) -> Result<Scratch, AllocError> {
-        let text_len = match input {
+    /// The bytes a worker's tables are sized for: chunks of `chunk` bytes, or all of the input when it
+    /// is smaller (`input` bytes; 0 when unknown): tables of a chunk's size (32 MB for 4 MB chunks)
+    /// took most of the time of encoding a file of a few kilobytes.
+    pub(super) fn worker_text_len(chunk: usize, input: u64) -> usize {
+        match input {
             0 => chunk,
             all => chunk.min(usize::try_from(all).unwrap_or(usize::MAX)),
-        };
-        Scratch::for_text(text_len, CacheCap::WORKER)
+        }
+    }
+
+    /// A worker's scratch (`encode_file`, `encode_dataset`), sized by [`Self::worker_text_len`], that
+    /// looks pieces up in `table`, which the run's workers share ([`super::Encoder::table_for_workers`]).
+    pub(crate) fn for_worker(
+        chunk: usize,
+        input: u64,
+        table: &Arc<PieceTable>,
+    ) -> Result<Scratch, AllocError> {
+        let batched = Batched::with_table(Arc::clone(table))?;
+        Scratch::with_batched(
+            Scratch::worker_text_len(chunk, input),
+            CacheCap::WORKER,
+            Some(batched),
+        )
     }
 
     /// Grows the direct-mapped tables for `text_len` more bytes of text: they are sized by all the
@@ -546,7 +569,8 @@ mod tests {
     #[test]
     fn a_worker_gets_the_least_of_the_small_pieces_its_table_holds() {
         const { assert!(SMALL_PIECE <= super::super::batch::TABLE_PIECE) };
-        let worker = Scratch::for_worker(4 << 20, 0).unwrap();
+        let table = PieceTable::for_workers(4 << 20, true).unwrap();
+        let worker = Scratch::for_worker(4 << 20, 0, &table).unwrap();
         assert_eq!(worker.small.entries(), SmallPieces::entries_for(0));
         assert_eq!(worker.recent.entries(), RecentPieces::entries_for(4 << 20));
     }

@@ -14,10 +14,11 @@
 
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::cache::Scratch;
 use super::npy::{npy_header, NpyWriter};
-use super::Encoder;
+use super::{Encoder, PieceTable};
 use crate::chunks::{Chunk, ChunkReader, DEFAULT_CHUNK_SIZE};
 use crate::error::{try_reserve, Error, Result};
 use crate::input::open_input;
@@ -172,12 +173,17 @@ pub fn encode_file(
         done: 0,
     };
     let threads = thread_count(options.num_threads);
+    // What is not a regular file has no known size.
+    let input_bytes = if input_meta.is_file() { total } else { 0 };
+    let table = encoder
+        .table_for_workers(options.chunk_size, input_bytes)
+        .map_err(|e| e.named("the encoder's caches"))?;
     let work = FileWork {
         encoder,
         input,
         options,
-        // What is not a regular file has no known size.
-        input_bytes: if input_meta.is_file() { total } else { 0 },
+        input_bytes,
+        table,
     };
     run_ordered(&work, chunks, threads, 2 * threads, &mut sink)?;
     let FileSink { out, tokens, .. } = sink;
@@ -194,6 +200,8 @@ struct FileWork<'a> {
     options: &'a EncodeFileOptions,
     /// The input's size, which bounds the workers' tables (0 when unknown).
     input_bytes: u64,
+    /// The table of pieces the workers share.
+    table: Arc<PieceTable>,
 }
 
 /// A worker's own buffers, kept from chunk to chunk.
@@ -236,7 +244,7 @@ impl<'a> OrderedWork for FileWork<'a> {
         let scratch = match &mut worker.scratch {
             Some(scratch) => scratch,
             None => worker.scratch.insert(
-                Scratch::for_worker(self.options.chunk_size, self.input_bytes)
+                Scratch::for_worker(self.options.chunk_size, self.input_bytes, &self.table)
                     .map_err(|e| e.named("the encoder's caches"))?,
             ),
         };
@@ -330,7 +338,8 @@ mod tests {
         }
         let mut expected = Vec::new();
         encoder.encode(&text, &mut expected).unwrap();
-        let mut scratch = Scratch::for_worker(DEFAULT_CHUNK_SIZE, 0).unwrap();
+        let table = encoder.table_for_workers(DEFAULT_CHUNK_SIZE, 0).unwrap();
+        let mut scratch = Scratch::for_worker(DEFAULT_CHUNK_SIZE, 0, &table).unwrap();
         for dtype in [Dtype::U16, Dtype::U32] {
             let (mut ids, mut out) = (vec![7], Vec::new());
             let tokens =

@@ -39,6 +39,7 @@ use crate::huge_pages;
 use crate::pretokenize::{pretokenize, PreTokens};
 use crate::special::{Segment, SpecialTokens};
 use crate::threads::{run_on_threads, thread_count};
+pub(crate) use batch::PieceTable;
 use batch::{Batched, BATCH, TABLE_PIECE, WRITTEN_IDS};
 use cache::{inline_key_of, CacheCap, Scratch, ScratchPool, SMALL_PIECE, WINDOW};
 use lanes::{Miss, MIN_MISSES};
@@ -344,6 +345,18 @@ impl Encoder {
         Ok(())
     }
 
+    /// The table of pieces that the workers of one run share (`encode_file`, `encode_dataset`), for
+    /// chunks of `chunk` bytes of an input of `input` bytes (0 when unknown): one table for all, so
+    /// that a piece one worker merged is a hit for the others, and its memory does not grow with the
+    /// threads. Fails when it cannot be allocated (up to 32 MB).
+    pub(crate) fn table_for_workers(
+        &self,
+        chunk: usize,
+        input: u64,
+    ) -> std::result::Result<Arc<PieceTable>, AllocError> {
+        PieceTable::for_workers(Scratch::worker_text_len(chunk, input), self.narrow_ids)
+    }
+
     /// Appends the ids of the rest of `pieces`, pieces of a part of `text` without special tokens, a
     /// batch of pieces at a time through the table of pieces ([`batch`]); pieces of up to
     /// [`TABLE_PIECE`] bytes it does not hold are set aside and resolved together ([`lanes`]), and
@@ -420,6 +433,7 @@ impl Encoder {
         out: &mut Vec<u32>,
         scratch: &mut Scratch,
     ) {
+        batched.prefetch_missed_sets();
         let misses = &mut batched.misses;
         misses.mark_copies();
         // Every lookup of the vocabulary below waits for memory at most once, all at the same time.

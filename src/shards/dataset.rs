@@ -28,11 +28,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use super::writer::{ClosedShard, Shard, ShardFormat, ShardWriter};
 use crate::encode::cache::Scratch;
 use crate::encode::file::{encode_to_bytes, push_le_bytes, Dtype};
-use crate::encode::Encoder;
+use crate::encode::{Encoder, PieceTable};
 use crate::error::{try_push, Error, Result};
 use crate::ordered::{run_ordered, OrderedSink, OrderedWork};
 use crate::progress::Progress;
@@ -173,6 +174,8 @@ struct DatasetWork<'a, 'o> {
     paths: Vec<Option<PathBuf>>,
     /// The index among the encoder's special tokens of the one that separates documents.
     separator: Option<usize>,
+    /// The table of pieces the workers share.
+    table: Arc<PieceTable>,
 }
 
 impl<'a> OrderedWork for DatasetWork<'a, '_> {
@@ -243,7 +246,7 @@ impl DatasetWork<'_, '_> {
         let scratch = match scratch {
             Some(scratch) => scratch,
             None => scratch.insert(
-                Scratch::for_worker(options.chunk_size, options.total_bytes)
+                Scratch::for_worker(options.chunk_size, options.total_bytes, &self.table)
                     .map_err(|e| e.named("the encoder's caches"))?,
             ),
         };
@@ -601,6 +604,9 @@ fn encode_shards<'a>(
         None => None,
     };
     let threads = thread_count(options.num_threads);
+    let table = encoder
+        .table_for_workers(options.chunk_size, options.total_bytes)
+        .map_err(|e| e.named("the encoder's caches"))?;
     let shards: Vec<String> = jobs.iter().map(|j| j.shard.clone()).collect();
     let paths = jobs
         .iter()
@@ -621,6 +627,7 @@ fn encode_shards<'a>(
         progress,
         paths,
         separator,
+        table,
     };
     let inputs: Vec<_> = jobs.into_iter().map(|j| Some(j.input)).collect();
     if whole_inputs(&inputs, &shards, threads) {
