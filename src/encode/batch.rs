@@ -45,7 +45,6 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64};
 use std::sync::Arc;
 
-use super::cache::CacheCap;
 use super::lanes::{Misses, LONGEST};
 use crate::bytes_map::InlineKey;
 use crate::error::{try_box, AllocError};
@@ -302,14 +301,10 @@ impl PieceTable {
         })
     }
 
-    /// The table the workers of a run share, of [`CacheCap::WORKER`]'s sets at most (32 MB) and
-    /// fewer for less text than a chunk, its entries in the layout of `narrow`. Shared even by one
-    /// worker: a table that is not is one `Batched`'s own, which no other thread can reach.
-    pub(super) fn for_workers(
-        text_len: usize,
-        narrow: bool,
-    ) -> Result<Arc<PieceTable>, AllocError> {
-        let sets = Batched::sets_for(text_len, CacheCap::WORKER.table_sets);
+    /// An empty table of `sets` sets (a power of two) for the workers of a run to share, its entries
+    /// in the layout of `narrow`. Shared even by one worker: a table that is not is one `Batched`'s
+    /// own, which no other thread can reach.
+    pub(super) fn for_workers(sets: usize, narrow: bool) -> Result<Arc<PieceTable>, AllocError> {
         Ok(Arc::new(PieceTable::new(sets, narrow, true)?))
     }
 
@@ -741,7 +736,7 @@ mod tests {
     #[test]
     fn a_shared_table_keeps_its_layout_and_refuses_ids_it_cannot_hold() {
         let text = words(4);
-        let table = PieceTable::for_workers(100, true).unwrap();
+        let table = PieceTable::for_workers(32, true).unwrap();
         assert!(table.shared && table.narrow);
         assert_eq!(table.sets(), 32);
         let mut batch = Batched::with_table(Arc::clone(&table)).unwrap();

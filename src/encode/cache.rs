@@ -569,7 +569,7 @@ mod tests {
     #[test]
     fn a_worker_gets_the_least_of_the_small_pieces_its_table_holds() {
         const { assert!(SMALL_PIECE <= super::super::batch::TABLE_PIECE) };
-        let table = PieceTable::for_workers(4 << 20, true).unwrap();
+        let table = PieceTable::for_workers(32, true).unwrap();
         let worker = Scratch::for_worker(4 << 20, 0, &table).unwrap();
         assert_eq!(worker.small.entries(), SmallPieces::entries_for(0));
         assert_eq!(worker.recent.entries(), RecentPieces::entries_for(4 << 20));

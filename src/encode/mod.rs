@@ -348,13 +348,16 @@ impl Encoder {
     /// The table of pieces that the workers of one run share (`encode_file`, `encode_dataset`), for
     /// chunks of `chunk` bytes of an input of `input` bytes (0 when unknown): one table for all, so
     /// that a piece one worker merged is a hit for the others, and its memory does not grow with the
-    /// threads. Fails when it cannot be allocated (up to 32 MB).
+    /// threads. Sized as a worker's table was ([`CacheCap::WORKER`]: 32 MB at most, less for less text
+    /// than a chunk). Fails when it cannot be allocated.
     pub(crate) fn table_for_workers(
         &self,
         chunk: usize,
         input: u64,
     ) -> std::result::Result<Arc<PieceTable>, AllocError> {
-        PieceTable::for_workers(Scratch::worker_text_len(chunk, input), self.narrow_ids)
+        let text_len = Scratch::worker_text_len(chunk, input);
+        let sets = Batched::sets_for(text_len, CacheCap::WORKER.table_sets);
+        PieceTable::for_workers(sets, self.narrow_ids)
     }
 
     /// Appends the ids of the rest of `pieces`, pieces of a part of `text` without special tokens, a
