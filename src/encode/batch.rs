@@ -17,11 +17,12 @@
 //! A piece the table misses is set aside and resolved later with others ([`super::lanes`]), so that
 //! their lookups in the vocabulary and their merges wait on memory at the same time.
 //!
-//! The workers of a run share one table ([`PieceTable::for_workers`]), which they read and write under
-//! a sequence lock per way ([`PieceTable`]). A table each, as before, took 32 MB a worker: 583 MB of
-//! peak memory for `encode_dataset` on 8 threads against 361 MB shared, and 198 MB against 167 on 2,
-//! at the same speed (a prototype that shared the table without the lock ran 4-7% faster than a table
-//! each: the lock costs about what sharing saves; `benchmarks/README.md`, the thirty-third session).
+//! The workers of a run of more than two threads share one table ([`PieceTable::for_workers`]), which
+//! they read and write under a sequence lock per way ([`PieceTable`]); with fewer, each has its own. A
+//! table each took 32 MB a worker: `encode_dataset` peaked at 331 MB on 4 threads and 580 MB on 8,
+//! against 236 and 357 MB shared. On 2 threads a shared table ran at 0.99-1.01 of a table each (a
+//! prototype that shared it without the lock ran 4-7% faster: the lock costs about what sharing saves;
+//! `benchmarks/README.md`, the thirty-third session), so two workers keep theirs.
 //!
 //! The workers use it from the start. A call (`encode`) takes it up only once its tables of recent
 //! pieces miss more than one piece in ten (`Scratch::count_window`): web-like text, German and French,
@@ -302,8 +303,8 @@ impl PieceTable {
     }
 
     /// An empty table of `sets` sets (a power of two) for the workers of a run to share, its entries
-    /// in the layout of `narrow`. Shared even by one worker: a table that is not is one `Batched`'s
-    /// own, which no other thread can reach.
+    /// in the layout of `narrow`. A table that is not shared is one `Batched`'s own
+    /// ([`Batched::new`]), which no other thread can reach.
     pub(super) fn for_workers(sets: usize, narrow: bool) -> Result<Arc<PieceTable>, AllocError> {
         Ok(Arc::new(PieceTable::new(sets, narrow, true)?))
     }

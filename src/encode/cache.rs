@@ -222,18 +222,19 @@ impl Scratch {
     }
 
     /// A worker's scratch (`encode_file`, `encode_dataset`), sized by [`Self::worker_text_len`], that
-    /// looks pieces up in `table`, which the run's workers share ([`super::Encoder::table_for_workers`]).
+    /// looks pieces up in `shared`, the table its run's workers share, or in a table of its own when
+    /// there is none ([`super::Encoder::table_for_workers`]).
     pub(crate) fn for_worker(
         chunk: usize,
         input: u64,
-        table: &Arc<PieceTable>,
+        shared: Option<&Arc<PieceTable>>,
     ) -> Result<Scratch, AllocError> {
-        let batched = Batched::with_table(Arc::clone(table))?;
-        Scratch::with_batched(
-            Scratch::worker_text_len(chunk, input),
-            CacheCap::WORKER,
-            Some(batched),
-        )
+        let text_len = Scratch::worker_text_len(chunk, input);
+        let batched = match shared {
+            Some(table) => Batched::with_table(Arc::clone(table))?,
+            None => Batched::new(Batched::sets_for(text_len, CacheCap::WORKER.table_sets))?,
+        };
+        Scratch::with_batched(text_len, CacheCap::WORKER, Some(batched))
     }
 
     /// Grows the direct-mapped tables for `text_len` more bytes of text: they are sized by all the
@@ -570,9 +571,13 @@ mod tests {
     fn a_worker_gets_the_least_of_the_small_pieces_its_table_holds() {
         const { assert!(SMALL_PIECE <= super::super::batch::TABLE_PIECE) };
         let table = PieceTable::for_workers(32, true).unwrap();
-        let worker = Scratch::for_worker(4 << 20, 0, &table).unwrap();
-        assert_eq!(worker.small.entries(), SmallPieces::entries_for(0));
-        assert_eq!(worker.recent.entries(), RecentPieces::entries_for(4 << 20));
+        for shared in [Some(&table), None] {
+            let worker = Scratch::for_worker(4 << 20, 0, shared).unwrap();
+            assert_eq!(worker.small.entries(), SmallPieces::entries_for(0));
+            assert_eq!(worker.recent.entries(), RecentPieces::entries_for(4 << 20));
+            let sets = worker.batched.as_ref().unwrap().sets();
+            assert_eq!(sets, if shared.is_some() { 32 } else { 1 << 19 });
+        }
     }
 
     #[test]

@@ -176,7 +176,7 @@ pub fn encode_file(
     // What is not a regular file has no known size.
     let input_bytes = if input_meta.is_file() { total } else { 0 };
     let table = encoder
-        .table_for_workers(options.chunk_size, input_bytes)
+        .table_for_workers(options.chunk_size, input_bytes, threads)
         .map_err(|e| e.named("the encoder's caches"))?;
     let work = FileWork {
         encoder,
@@ -200,8 +200,8 @@ struct FileWork<'a> {
     options: &'a EncodeFileOptions,
     /// The input's size, which bounds the workers' tables (0 when unknown).
     input_bytes: u64,
-    /// The table of pieces the workers share.
-    table: Arc<PieceTable>,
+    /// The table of pieces the workers share, if they do not each have their own.
+    table: Option<Arc<PieceTable>>,
 }
 
 /// A worker's own buffers, kept from chunk to chunk.
@@ -244,8 +244,12 @@ impl<'a> OrderedWork for FileWork<'a> {
         let scratch = match &mut worker.scratch {
             Some(scratch) => scratch,
             None => worker.scratch.insert(
-                Scratch::for_worker(self.options.chunk_size, self.input_bytes, &self.table)
-                    .map_err(|e| e.named("the encoder's caches"))?,
+                Scratch::for_worker(
+                    self.options.chunk_size,
+                    self.input_bytes,
+                    self.table.as_ref(),
+                )
+                .map_err(|e| e.named("the encoder's caches"))?,
             ),
         };
         bytes.clear();
@@ -338,8 +342,8 @@ mod tests {
         }
         let mut expected = Vec::new();
         encoder.encode(&text, &mut expected).unwrap();
-        let table = encoder.table_for_workers(DEFAULT_CHUNK_SIZE, 0).unwrap();
-        let mut scratch = Scratch::for_worker(DEFAULT_CHUNK_SIZE, 0, &table).unwrap();
+        let table = encoder.table_for_workers(DEFAULT_CHUNK_SIZE, 0, 3).unwrap();
+        let mut scratch = Scratch::for_worker(DEFAULT_CHUNK_SIZE, 0, table.as_ref()).unwrap();
         for dtype in [Dtype::U16, Dtype::U32] {
             let (mut ids, mut out) = (vec![7], Vec::new());
             let tokens =

@@ -84,6 +84,14 @@ pub struct Encoder {
     tokens_merge_whole: bool,
 }
 
+/// The most worker threads that each keep a table of pieces of their own; more share one
+/// ([`Encoder::table_for_workers`]). A shared table is read and written under a lock per way, which
+/// costs about what a piece one worker merged for the other saves: on 2 threads it ran at 0.99-1.01
+/// of a table each, and behind in one of two token-shard runs (`benchmarks/README.md`, the
+/// thirty-third session). A table each takes 32 MB a worker, which on 4 threads took
+/// `encode_dataset` past its 300 MB bound (331 MB, against 236 shared).
+const OWN_TABLES: usize = 2;
+
 impl Encoder {
     /// Builds an encoder from `vocab` (id, bytes), `merges` in order of creation, and special tokens.
     ///
@@ -345,19 +353,23 @@ impl Encoder {
         Ok(())
     }
 
-    /// The table of pieces that the workers of one run share (`encode_file`, `encode_dataset`), for
-    /// chunks of `chunk` bytes of an input of `input` bytes (0 when unknown): one table for all, so
-    /// that a piece one worker merged is a hit for the others, and its memory does not grow with the
-    /// threads. Sized as a worker's table was ([`CacheCap::WORKER`]: 32 MB at most, less for less text
-    /// than a chunk). Fails when it cannot be allocated.
+    /// The table of pieces that the `threads` workers of one run share (`encode_file`,
+    /// `encode_dataset`), for chunks of `chunk` bytes of an input of `input` bytes (0 when unknown),
+    /// sized as a worker's own table ([`CacheCap::WORKER`]: 32 MB at most, less for less text than a
+    /// chunk); none for up to [`OWN_TABLES`] threads, whose workers each make their own. Fails when it
+    /// cannot be allocated.
     pub(crate) fn table_for_workers(
         &self,
         chunk: usize,
         input: u64,
-    ) -> std::result::Result<Arc<PieceTable>, AllocError> {
+        threads: usize,
+    ) -> std::result::Result<Option<Arc<PieceTable>>, AllocError> {
+        if threads <= OWN_TABLES {
+            return Ok(None);
+        }
         let text_len = Scratch::worker_text_len(chunk, input);
         let sets = Batched::sets_for(text_len, CacheCap::WORKER.table_sets);
-        PieceTable::for_workers(sets, self.narrow_ids)
+        PieceTable::for_workers(sets, self.narrow_ids).map(Some)
     }
 
     /// Appends the ids of the rest of `pieces`, pieces of a part of `text` without special tokens, a

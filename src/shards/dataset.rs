@@ -174,8 +174,8 @@ struct DatasetWork<'a, 'o> {
     paths: Vec<Option<PathBuf>>,
     /// The index among the encoder's special tokens of the one that separates documents.
     separator: Option<usize>,
-    /// The table of pieces the workers share.
-    table: Arc<PieceTable>,
+    /// The table of pieces the workers share, if they do not each have their own.
+    table: Option<Arc<PieceTable>>,
 }
 
 impl<'a> OrderedWork for DatasetWork<'a, '_> {
@@ -246,7 +246,7 @@ impl DatasetWork<'_, '_> {
         let scratch = match scratch {
             Some(scratch) => scratch,
             None => scratch.insert(
-                Scratch::for_worker(options.chunk_size, options.total_bytes, &self.table)
+                Scratch::for_worker(options.chunk_size, options.total_bytes, self.table.as_ref())
                     .map_err(|e| e.named("the encoder's caches"))?,
             ),
         };
@@ -605,7 +605,7 @@ fn encode_shards<'a>(
     };
     let threads = thread_count(options.num_threads);
     let table = encoder
-        .table_for_workers(options.chunk_size, options.total_bytes)
+        .table_for_workers(options.chunk_size, options.total_bytes, threads)
         .map_err(|e| e.named("the encoder's caches"))?;
     let shards: Vec<String> = jobs.iter().map(|j| j.shard.clone()).collect();
     let paths = jobs
