@@ -20,7 +20,7 @@
 //! The workers of a run of more than two threads share one table ([`PieceTable::for_workers`]), which
 //! they read and write under a sequence lock per way ([`PieceTable`]); with fewer, each has its own. A
 //! table each took 32 MB a worker: `encode_dataset` peaked at 331 MB on 4 threads and 580 MB on 8,
-//! against 236 and 357 MB shared. On 2 threads a shared table ran at 0.99-1.01 of a table each (a
+//! against 236 and 367 MB shared. On 2 threads a shared table ran at 0.99-1.01 of a table each (a
 //! prototype that shared it without the lock ran 4-7% faster: the lock costs about what sharing saves;
 //! `benchmarks/README.md`, the thirty-third session), so two workers keep theirs.
 //!
