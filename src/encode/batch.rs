@@ -1,6 +1,6 @@
 //! The worker threads' table of pieces ([`PieceTable`], looked up through a [`Batched`]): a large
 //! two-way table of pieces of up to [`TABLE_PIECE`] bytes and their ids, looked up a batch of
-//! [`BATCH`] pieces at a time, and shared by all the workers of a run.
+//! [`BATCH`] pieces at a time: a worker's or a call's own, or shared by the workers of a run.
 //!
 //! `encode_file` and `encode_dataset` run each worker over gigabytes, and in web text the distinct words
 //! keep coming (Heaps' law): the scratch's tables of recent pieces and its cache of merged pieces hold
@@ -259,9 +259,9 @@ fn table_key(key: &InlineKey) -> [u64; 2] {
     [key.lo, key.hi | (key.len as u64) << 56]
 }
 
-/// The table of pieces: a call's own, or one shared by all the workers of a run ([`Self::shared`]),
-/// so that a piece one worker merged is a hit for the others, and the table's memory does not grow
-/// with the threads.
+/// The table of pieces: a call's or a worker's own, or one shared by the workers of a run of more than
+/// two threads ([`Self::shared`]), so that a piece one worker merged is a hit for the others, and the
+/// table's memory does not grow with the threads.
 ///
 /// A shared table's ways are read and written as a sequence lock each: a writer takes a way by
 /// setting its [`WRITING`] bit (a compare-and-swap, so that two writers never write one way at once:
@@ -270,8 +270,8 @@ fn table_key(key: &InlineKey) -> [u64; 2] {
 /// again, and takes the entry only when the two guards are equal and not being written: then no write
 /// of the way began or ended between them, so the key and ids it read are one entry's. The version has
 /// 12 bits: a reader would be fooled only if exactly a multiple of 4,096 writes of that one way
-/// happened between its two loads of a few nanoseconds. A call's own table is written without the lock
-/// and read without the second load.
+/// happened between its two loads of a few nanoseconds. A table of one's own is written without the
+/// lock and read without the second load.
 pub(crate) struct PieceTable {
     sets: Vec<Set>,
     /// Whether the entries hold ids of 16 bits, fixed for a shared table ([`Batched::use_narrow_ids`]).

@@ -230,11 +230,13 @@ impl Scratch {
         shared: Option<&Arc<PieceTable>>,
     ) -> Result<Scratch, AllocError> {
         let text_len = Scratch::worker_text_len(chunk, input);
-        let batched = match shared {
-            Some(table) => Batched::with_table(Arc::clone(table))?,
-            None => Batched::new(Batched::sets_for(text_len, CacheCap::WORKER.table_sets))?,
-        };
-        Scratch::with_batched(text_len, CacheCap::WORKER, Some(batched))
+        match shared {
+            Some(table) => {
+                let batched = Batched::with_table(Arc::clone(table))?;
+                Scratch::with_batched(text_len, CacheCap::WORKER, Some(batched))
+            }
+            None => Scratch::for_text(text_len, CacheCap::WORKER),
+        }
     }
 
     /// Grows the direct-mapped tables for `text_len` more bytes of text: they are sized by all the
