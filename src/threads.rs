@@ -76,12 +76,81 @@ pub(crate) fn run_on_threads<T: Send>(threads: usize, work: impl Fn() -> T + Syn
 /// moment gives the child the stack back in its cache with pointers to blocks already freed, and the
 /// child's first threads free them again: "free(): invalid pointer", "double free or corruption". A
 /// `pthread_atfork` handler makes `fork()` wait until the threads being started here have started.
+///
+/// A thread is not started when the address space has no room for all it needs ([`room_for_a_thread`]):
+/// the caller runs the work on fewer threads instead.
 pub(crate) fn spawn_scoped<'scope, T: Send + 'scope>(
     scope: &'scope Scope<'scope, '_>,
     f: impl FnOnce() -> T + Send + 'scope,
 ) -> io::Result<ScopedJoinHandle<'scope, T>> {
+    room_for_a_thread()?;
     let _starting = fork_guard::Starting::enter();
-    std::thread::Builder::new().spawn_scoped(scope, f)
+    std::thread::Builder::new()
+        .stack_size(THREAD_STACK)
+        .spawn_scoped(scope, f)
+}
+
+/// The stack of each thread started here: Rust's default, set so that [`room_for_a_thread`] knows it.
+const THREAD_STACK: usize = 2 << 20;
+
+/// Whether the address space has room for a new thread, when it is limited (`RLIMIT_AS`); an
+/// `OutOfMemory` error when not.
+///
+/// A new thread must allocate before any code of ours runs in it: its thread-local storage for this
+/// library (loaded with `dlopen`), glibc's cache of small blocks, the list of its thread-locals'
+/// destructors. glibc aborts the process when those fail ("cannot allocate memory for thread-local
+/// data", "failed to register TLS destructor", or Rust's "memory allocation failed"), and nothing can
+/// catch that. They fail when the thread's stack fitted under the limit and they do not: glibc gives
+/// a thread its own malloc arena at its first allocation, which reserves 128 MiB (64 MiB, aligned to
+/// its size), and without one every allocation is a mapping of its own. So a thread starts only when
+/// its stack, an arena and a margin fit; under a tighter limit the calling thread, whose arena
+/// exists, does the work, and a failed allocation there is a `MemoryError`.
+///
+/// The room is probed with a mapping that reserves nothing and is unmapped at once; another thread of
+/// the process could take the room between the probe and the start, which only a lock around every
+/// allocation of the process could prevent.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn room_for_a_thread() -> io::Result<()> {
+    /// What glibc maps for a new arena: twice its 64 MiB heap, of which it keeps an aligned half.
+    const ARENA_RESERVE: usize = 128 << 20;
+    /// Beyond the stack and the arena: the stack's guard page and what the start allocates before an
+    /// arena exists, with room to spare.
+    const START_MARGIN: usize = 1 << 20;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid rlimit to write.
+    let limited = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0
+        && limit.rlim_cur != libc::RLIM_INFINITY;
+    if !limited {
+        return Ok(());
+    }
+    let len = THREAD_STACK + ARENA_RESERVE + START_MARGIN;
+    // SAFETY: a new private mapping without access or backing store, unmapped below before anything
+    // can use it.
+    let probe = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if probe == libc::MAP_FAILED {
+        return Err(io::Error::from(io::ErrorKind::OutOfMemory));
+    }
+    // SAFETY: `probe` is the mapping of `len` bytes made above, which nothing else refers to.
+    unsafe { libc::munmap(probe, len) };
+    Ok(())
+}
+
+/// The probe is for glibc's arenas; elsewhere a thread starts, or fails to, as the platform has it.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn room_for_a_thread() -> io::Result<()> {
+    Ok(())
 }
 
 #[cfg(unix)]

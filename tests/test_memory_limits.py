@@ -22,6 +22,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -478,3 +479,69 @@ def test_the_list_of_a_long_text_that_cannot_grow_is_a_memory_error(work: Path, 
     assert "could not allocate" in message and "for the ids of a 20.0 MB text" in message, message
     ids = Tokenizer.from_dir(work / "tok").encode("a b " * 5_000_000)
     assert report["references_added"] == 0 and report["unlimited"] == len(ids) >= 10_000_000
+
+
+# A child that limits its address space to what is mapped now plus ROOM, then trains on a tiny file:
+# the call starts a thread (for Ctrl-C) before it allocates anything.
+THREAD_CHILD = """
+import json, resource, sys
+import bytepair
+
+path, room = sys.argv[1], int(sys.argv[2])
+
+def mapped():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmSize:")) * 1024
+
+report = {}
+resource.setrlimit(resource.RLIMIT_AS, (mapped() + room, resource.RLIM_INFINITY))
+try:
+    during = bytepair.train_bpe(path, 270, ["<|endoftext|>"])
+    report["outcome"] = "finished"
+except MemoryError:
+    during = None
+    report["outcome"] = "MemoryError"
+finally:
+    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+after = bytepair.train_bpe(path, 270, ["<|endoftext|>"])
+report["during"] = None if during is None else repr(during)
+report["after"] = repr(after)
+print(json.dumps(report))
+"""
+
+# A thread's stack (2 MiB, src/threads.rs) and its guard page. With a limit just above it, the stack of
+# the call's thread fits and the allocations glibc makes as the thread starts (its thread-local storage,
+# each a mapping of its own since the thread has no malloc arena) did not: glibc then aborted the
+# process ("cannot allocate memory for thread-local data", "failed to register TLS destructor", or
+# "memory allocation of 36 bytes failed"), at 18 of the 75 rooms from the stack to 300 KB above it.
+THREAD_STACK_MAPPING = (2 << 20) + 4096
+
+
+def test_a_call_never_starts_a_thread_it_has_no_room_for(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.txt"
+    text = "low lower lowest<|endoftext|>new newer newest, wide wider widest " * 20
+    path.write_text(text, encoding="utf-8")
+    rng = random.Random(3)
+    rooms = [THREAD_STACK_MAPPING + k * 4096 for k in range(-2, 40)]
+    rooms += [rng.randrange(160 << 20) for _ in range(8)]
+
+    def run(room: int) -> tuple[int, subprocess.CompletedProcess]:
+        script = textwrap.dedent(THREAD_CHILD)
+        cmd = [sys.executable, "-c", script, str(path), str(room)]
+        return room, subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(run, rooms))
+    expected = repr(bytepair.train_bpe(path, 270, SPECIALS))
+    outcomes = set()
+    for room, proc in results:
+        assert proc.returncode == 0, f"room {room}: the child died ({proc.returncode}): {proc.stderr[-500:]}"
+        assert proc.stderr == "", f"room {room}: {proc.stderr[-500:]}"
+        report = json.loads(proc.stdout)
+        outcomes.add(report["outcome"])
+        assert report["outcome"] in ("finished", "MemoryError"), (room, report)
+        if report["outcome"] == "finished":
+            assert report["during"] == expected, f"room {room}: a wrong result under the limit"
+        assert report["after"] == expected, f"room {room}: a wrong result after the limit"
+    # The rooms span both outcomes: too little room to train, and enough.
+    assert outcomes == {"finished", "MemoryError"}
