@@ -81,13 +81,15 @@ impl Dtype {
 /// there are: encoded ([`Encoder::encode_with`], into `ids`, a worker's buffer left empty, with its
 /// caches) a block of about [`IDS_BLOCK`] bytes at a time, so that each block's ids are converted while
 /// they are in cache (a chunk's, 4 MB for 4 MB of text, are not). Blocks end where cutting changes
-/// nothing, so the ids are those of the whole text.
+/// nothing, so the ids are those of the whole text. After each block, `after_block` is handed `out`
+/// and the block's number of ids: it may write `out` out and clear it, while its bytes are in cache.
 pub(crate) fn encode_to_bytes(
     encoder: &Encoder,
     text: &str,
     dtype: Dtype,
     (ids, scratch): (&mut Vec<u32>, &mut Scratch),
     out: &mut Vec<u8>,
+    mut after_block: impl FnMut(&mut Vec<u8>, u64) -> Result<()>,
 ) -> Result<u64> {
     let (mut start, mut tokens) = (0, 0);
     while start < text.len() {
@@ -96,6 +98,7 @@ pub(crate) fn encode_to_bytes(
         encoder.encode_with(&text[start..end], ids, scratch)?;
         push_le_bytes(ids, dtype, out)?;
         tokens += ids.len() as u64;
+        after_block(out, ids.len() as u64)?;
         start = end;
     }
     ids.clear();
@@ -259,6 +262,7 @@ impl<'a> OrderedWork for FileWork<'a> {
             self.options.dtype,
             (&mut worker.ids, scratch),
             &mut bytes,
+            |_, _| Ok(()),
         )?;
         let len = chunk.bytes.len() as u64;
         worker.done_with = Some(chunk.bytes);
@@ -345,15 +349,36 @@ mod tests {
         let table = encoder.table_for_workers(DEFAULT_CHUNK_SIZE, 0, 3).unwrap();
         let mut scratch = Scratch::for_worker(DEFAULT_CHUNK_SIZE, 0, table.as_ref()).unwrap();
         for dtype in [Dtype::U16, Dtype::U32] {
-            let (mut ids, mut out) = (vec![7], Vec::new());
-            let tokens =
-                encode_to_bytes(&encoder, &text, dtype, (&mut ids, &mut scratch), &mut out)
-                    .unwrap();
+            // After each block, the bytes so far are handed over with the block's ids counted; every
+            // other time they are taken away, as a shard's writer takes them.
+            let (mut ids, mut out, mut taken) = (vec![7], Vec::new(), Vec::new());
+            let (mut blocks, mut counted) = (0, 0);
+            let width = if dtype == Dtype::U16 { 2 } else { 4 };
+            let tokens = encode_to_bytes(
+                &encoder,
+                &text,
+                dtype,
+                (&mut ids, &mut scratch),
+                &mut out,
+                |out, n| {
+                    counted += n;
+                    blocks += 1;
+                    assert_eq!(taken.len() + out.len(), counted as usize * width);
+                    if blocks % 2 == 0 {
+                        taken.append(out);
+                    }
+                    Ok(())
+                },
+            )
+            .unwrap();
             assert_eq!(tokens, expected.len() as u64);
+            assert_eq!(counted, tokens);
+            assert!(blocks >= 12, "{blocks} blocks");
             assert!(ids.is_empty());
+            taken.append(&mut out);
             let mut want = Vec::new();
             push_le_bytes(&expected, dtype, &mut want).unwrap();
-            assert!(out == want, "{dtype:?}: the ids differ");
+            assert!(taken == want, "{dtype:?}: the ids differ");
         }
     }
 }

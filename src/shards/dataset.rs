@@ -213,7 +213,7 @@ impl<'a> OrderedWork for DatasetWork<'a, '_> {
 
     fn work(&self, read: PieceRead, worker: &mut Worker, bytes: Vec<u8>) -> Result<Encoded> {
         let PieceRead { job, ended } = read;
-        let (bytes, ends) = self.encode(job, worker, bytes)?;
+        let (bytes, ends) = self.encode(job, worker, bytes, None)?;
         let piece = &mut worker.piece;
         Ok(Encoded {
             job,
@@ -230,12 +230,14 @@ impl<'a> OrderedWork for DatasetWork<'a, '_> {
 
 impl DatasetWork<'_, '_> {
     /// The ids of the worker's piece (of input `job`) as the bytes of the dtype, into `bytes`, and
-    /// where its documents end.
+    /// where its documents end. With `shard`, the bytes are written through to it whenever
+    /// [`WRITE_THROUGH`] of them have gathered, and what is returned is the rest, not yet written.
     fn encode(
         &self,
         job: usize,
         worker: &mut Worker,
         mut bytes: Vec<u8>,
+        shard: Option<&mut ShardWriter>,
     ) -> Result<(Vec<u8>, Vec<u64>)> {
         let (encoder, options) = (self.encoder, self.options);
         let Worker {
@@ -251,28 +253,23 @@ impl DatasetWork<'_, '_> {
             ),
         };
         bytes.clear();
-        let mut ends = Vec::new();
-        let oom = |e: crate::AllocError| e.named("the ids of a piece");
-        // Ids written to `bytes` so far.
-        let mut written = 0;
+        let mut gathered = Gathered {
+            ends: Vec::new(),
+            ids: 0,
+            shard,
+        };
         // The ids of `text` appended, converted a block at a time while in cache.
-        let mut encode = |text: &str, bytes: &mut Vec<u8>| -> Result<u64> {
+        let mut encode = |text: &str, bytes: &mut Vec<u8>, gathered: &mut Gathered| {
             encode_to_bytes(
                 encoder,
                 text,
                 options.dtype,
                 (&mut *ids, &mut *scratch),
                 bytes,
+                |bytes, n| gathered.added(bytes, n),
             )
         };
-        // Ends the document whose ids were just written.
-        let mut end_document = |written: &mut u64, bytes: &mut Vec<u8>| -> Result<()> {
-            if let Some(eot) = options.eot {
-                push_le_bytes(&[eot], options.dtype, bytes)?;
-                *written += 1;
-            }
-            try_push(&mut ends, *written).map_err(oom)
-        };
+        let eot = options.eot.map(|eot| (eot, options.dtype));
         match piece.chunk() {
             Some((chunk, offset)) => {
                 let text = simdutf8::compat::from_utf8(chunk).map_err(|e| Error::InvalidUtf8 {
@@ -291,24 +288,66 @@ impl DatasetWork<'_, '_> {
                             let token_start = at;
                             at += specials.tokens()[i].len();
                             if Some(i) == self.separator {
-                                written += encode(&text[start..token_start], &mut bytes)?;
-                                end_document(&mut written, &mut bytes)?;
+                                encode(&text[start..token_start], &mut bytes, &mut gathered)?;
+                                gathered.end_document(&mut bytes, eot)?;
                                 start = at;
                             }
                         }
                     }
                 }
                 // The open document goes on in the next piece.
-                encode(&text[start..], &mut bytes)?;
+                encode(&text[start..], &mut bytes, &mut gathered)?;
             }
             None => {
                 for text in piece.documents() {
-                    written += encode(text, &mut bytes)?;
-                    end_document(&mut written, &mut bytes)?;
+                    encode(text, &mut bytes, &mut gathered)?;
+                    gathered.end_document(&mut bytes, eot)?;
                 }
             }
         }
-        Ok((bytes, ends))
+        Ok((bytes, gathered.ends))
+    }
+}
+
+/// Bytes of ids a worker that writes its own shard gathers before it writes them: few enough to be in
+/// the core's cache still when the kernel copies them into the page cache, which reads them several
+/// times slower from memory.
+const WRITE_THROUGH: usize = 256 << 10;
+
+/// What goes with the bytes of a piece's ids while they are encoded ([`DatasetWork::encode`]).
+struct Gathered<'s> {
+    /// Where each document ended, in ids from the start of the bytes.
+    ends: Vec<u64>,
+    /// The ids in the bytes.
+    ids: u64,
+    /// The shard the bytes are written through to, when the worker writes one.
+    shard: Option<&'s mut ShardWriter>,
+}
+
+impl Gathered<'_> {
+    /// Counts `n` ids appended to `bytes`, and writes `bytes` through to the shard (then clears them)
+    /// once there are [`WRITE_THROUGH`] of them.
+    fn added(&mut self, bytes: &mut Vec<u8>, n: u64) -> Result<()> {
+        self.ids += n;
+        if let Some(shard) = self.shard.as_deref_mut() {
+            if bytes.len() >= WRITE_THROUGH {
+                shard.write(bytes, &self.ends)?;
+                bytes.clear();
+                self.ends.clear();
+                self.ids = 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the document whose ids were just appended to `bytes`, after the end-of-text id if
+    /// documents end with one (with the dtype of the bytes).
+    fn end_document(&mut self, bytes: &mut Vec<u8>, eot: Option<(u32, Dtype)>) -> Result<()> {
+        if let Some((eot, dtype)) = eot {
+            push_le_bytes(&[eot], dtype, bytes)?;
+            self.ids += 1;
+        }
+        try_push(&mut self.ends, self.ids).map_err(|e| e.named("the ids of a piece"))
     }
 }
 
@@ -456,7 +495,7 @@ impl<'a> WholeInputs<'a, '_, '_> {
                 return Err(Error::Interrupted);
             }
             let ended = reader.read(&mut worker.piece)?;
-            let (encoded, ends) = work.encode(job, worker, bytes)?;
+            let (encoded, ends) = work.encode(job, worker, bytes, Some(&mut shard))?;
             shard.write(&encoded, &ends)?;
             bytes = encoded;
             let piece = &mut worker.piece;
@@ -959,11 +998,26 @@ mod tests {
         docs: usize,
         missing: Option<usize>,
     ) -> Vec<DatasetJob<'static>> {
+        let docs = |i: usize| -> Vec<String> {
+            (0..docs)
+                .map(|d| "the other ".repeat((i + d) % 5) + &format!("one {i} {d}"))
+                .collect()
+        };
+        jobs_of(dir, n, docs, missing)
+    }
+
+    /// `n` inputs, the documents of input `i` given by `docs(i)`: `in{i}.txt` (documents separated
+    /// by the end-of-text token) for even `i`, `in{i}.jsonl` for odd; shard `s{i:02}` each. The input
+    /// `missing` is not written.
+    fn jobs_of(
+        dir: &Path,
+        n: usize,
+        docs: impl Fn(usize) -> Vec<String>,
+        missing: Option<usize>,
+    ) -> Vec<DatasetJob<'static>> {
         (0..n)
             .map(|i| {
-                let docs: Vec<String> = (0..docs)
-                    .map(|d| "the other ".repeat((i + d) % 5) + &format!("one {i} {d}"))
-                    .collect();
+                let docs = docs(i);
                 let (name, format, text) = match i % 2 {
                     0 => (format!("in{i}.txt"), Format::Txt, docs.join(EOT)),
                     _ => (
@@ -1106,6 +1160,60 @@ mod tests {
             outputs.push((names(&out), files, summary, done));
         }
         assert!(outputs.windows(2).all(|w| w[0] == w[1]));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_worker_writes_its_shard_through_and_the_shard_is_the_same_as_written_whole() {
+        let dir = std::env::temp_dir().join(format!("bytepair-through-{}", std::process::id()));
+        fresh(&dir);
+        let e = encoder();
+        // 20 inputs (enough for whole inputs on 2 threads) of about 500 KB: short documents around
+        // one whose ids span more than two writes through, the long one at either end of the input.
+        let docs = |i: usize| -> Vec<String> {
+            let long = "the other ".repeat(50_000 + 100 * i);
+            let short = (0..40).map(|d| "the ".repeat(d % 7) + &format!("one {i} {d}"));
+            match i % 2 {
+                0 => short.chain([long]).collect(),
+                _ => [long].into_iter().chain(short).collect(),
+            }
+        };
+        let make_jobs = || jobs_of(&dir, 20, docs, None);
+        for format in [ShardFormat::Npy, ShardFormat::Megatron, ShardFormat::Bin] {
+            let mut outputs = Vec::new();
+            // Whole inputs on 2 threads, written through by the workers; pieces of 64 KB on 1 thread,
+            // each written whole by the calling thread.
+            for (threads, chunk_size) in [(2, crate::DEFAULT_CHUNK_SIZE), (1, 64 << 10)] {
+                let jobs = make_jobs();
+                let files: Vec<Option<DatasetInput<'_>>> =
+                    make_jobs().into_iter().map(|j| Some(j.input)).collect();
+                let shards: Vec<String> = jobs.iter().map(|j| j.shard.clone()).collect();
+                assert_eq!(whole_inputs(&files, &shards, threads), threads == 2);
+                let out = dir.join(format!("out-{format:?}-{threads}"));
+                fresh(&out);
+                let options = options(format, threads, chunk_size);
+                let summary =
+                    encode_dataset(&e, &out, jobs, &options, &mut |_, _| Ok(()), &Silent).unwrap();
+                assert_eq!(summary.documents, 20 * 41);
+                let files: Vec<Vec<u8>> = names(&out)
+                    .iter()
+                    .map(|f| std::fs::read(out.join(f)).unwrap())
+                    .collect();
+                outputs.push((names(&out), files, summary.tokens));
+                if format == ShardFormat::Npy {
+                    for i in 0..20 {
+                        let want: Vec<Vec<u32>> = docs(i)
+                            .iter()
+                            .map(|d| [ids(&e, d), vec![258]].concat())
+                            .collect();
+                        assert_eq!(documents(&out, &format!("s{i:02}")), want, "input {i}");
+                    }
+                }
+            }
+            // A shard's ids (2 bytes each) are more than two writes through.
+            assert!(outputs[0].2 * 2 > 20 * 2 * WRITE_THROUGH as u64);
+            assert!(outputs[0] == outputs[1], "{format:?}: the shards differ");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
