@@ -17,7 +17,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::hash::{BuildHasher, RandomState};
-use std::io::{self, ErrorKind, Seek, SeekFrom};
+use std::io::{self, ErrorKind, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf, MAIN_SEPARATOR};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -189,6 +189,18 @@ fn is_fifo_or_socket(_: &fs::Metadata) -> bool {
     false
 }
 
+/// The most bytes [`write_in_slices`] hands the kernel in one write.
+pub(crate) const WRITE_SLICE: usize = 256 << 10;
+
+/// Writes all of `bytes` to `file`, [`WRITE_SLICE`] bytes at a time: the kernel takes writes of a few
+/// hundred kilobytes into the page cache at a steady cost, and writes of megabytes at several times
+/// that, and at a cost that varies from write to write (DESIGN.md, "Writes of 256 KB").
+pub(crate) fn write_in_slices(file: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
+    bytes
+        .chunks(WRITE_SLICE)
+        .try_for_each(|slice| file.write_all(slice))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,6 +210,48 @@ mod tests {
             std::env::temp_dir().join(format!("bytepair-output-{}-{name}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn bytes_are_written_whole_in_slices_of_at_most_write_slice() {
+        /// Keeps what it is given, at most `most` bytes a call, and the size of each call.
+        struct Short {
+            kept: Vec<u8>,
+            calls: Vec<usize>,
+            most: usize,
+        }
+        impl Write for Short {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                let n = buf.len().min(self.most);
+                self.kept.extend_from_slice(&buf[..n]);
+                self.calls.push(buf.len());
+                Ok(n)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let bytes: Vec<u8> = (0..2 * WRITE_SLICE + 1000)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        for most in [usize::MAX, 100_000] {
+            let mut out = Short {
+                kept: Vec::new(),
+                calls: Vec::new(),
+                most,
+            };
+            write_in_slices(&mut out, &bytes).unwrap();
+            assert!(out.kept == bytes, "the bytes differ");
+            assert!(
+                out.calls.iter().all(|&n| n <= WRITE_SLICE),
+                "{:?}",
+                out.calls
+            );
+            if most == usize::MAX {
+                assert_eq!(out.calls, [WRITE_SLICE, WRITE_SLICE, 1000]);
+            }
+        }
+        write_in_slices(&mut Vec::new(), &[]).unwrap();
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! ([`HEADER_LEN`], padded with spaces as the format allows) and is written last, over the space kept
 //! for it.
 //!
-//! The data goes through the page cache with ordinary writes, not `O_DIRECT`: direct I/O spares the
+//! The data goes through the page cache with ordinary writes of at most 256 KB
+//! ([`crate::output::write_in_slices`]), not `O_DIRECT`: direct I/O spares the
 //! kernel's copy of each byte, but on a virtual machine the host may do it on the guest's own CPU time,
 //! taken from the encoding threads (DESIGN.md has the measurements). Buffered writes leave the disk
 //! write to the kernel's writeback after the call returns (as any program's ordinary writes do), and
@@ -47,7 +48,7 @@ impl NpyWriter {
 
     /// Appends `bytes` to the data. Callers write megabytes at a time, so there is no buffer here.
     pub(super) fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.file.write_all(bytes)
+        crate::output::write_in_slices(&mut self.file, bytes)
     }
 
     /// Writes `header` (from [`npy_header`]) over the room kept for it, and closes the file.

@@ -179,7 +179,7 @@ impl Part {
             .file
             .as_mut()
             .expect("a part is written until it is finished");
-        file.write_all(bytes).map_err(|e| Error::io(path, e))?;
+        crate::output::write_in_slices(file, bytes).map_err(|e| Error::io(path, e))?;
         self.written += bytes.len() as u64;
         if self.written - self.writeback_from >= WRITEBACK_STEP {
             start_writeback(file, self.writeback_from, self.written);
