@@ -309,10 +309,10 @@ impl DatasetWork<'_, '_> {
     }
 }
 
-/// Bytes of ids a worker that writes its own shard gathers before it writes them: few enough to be in
-/// the core's cache still when the kernel copies them into the page cache, which reads them several
-/// times slower from memory.
-const WRITE_THROUGH: usize = 256 << 10;
+/// Bytes of ids a worker that writes its own shard gathers before it writes them: one write of the size
+/// the kernel takes at a low and steady cost ([`crate::output::WRITE_SLICE`]), while its bytes are
+/// still in cache.
+const WRITE_THROUGH: usize = crate::output::WRITE_SLICE;
 
 /// What goes with the bytes of a piece's ids while they are encoded ([`DatasetWork::encode`]).
 struct Gathered<'s> {
