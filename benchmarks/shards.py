@@ -16,6 +16,10 @@ token after each document:
   ``ParquetFileSource`` of the parquet ones (a call takes one kind of source), both results kept: it has no
   file sink and returns every id in memory (without end-of-text tokens, which the check adds back); on
   every set.
+- ``gigatoken-bin``: the same calls, then what a user of gigatoken does to get the files bytepair writes:
+  each shard's documents, in shard order, with the end-of-text id after each, written as uint16 to one
+  ``train.bin`` and flushed to disk (``fsync``, as ``encode_dataset`` flushes its shards); on every
+  set. The goal is measured against ``gigatoken``, which writes nothing.
 - ``tiktoken``: nanoGPT's ``prepare.py`` without ``datasets``: documents read in batches of 1000 (the
   default batch of ``datasets.map``; a parquet row group), ``encode_ordinary_batch(batch,
   num_threads=cores)``, the end-of-text id appended to each, written as uint16 to one ``train.bin``; the
@@ -71,14 +75,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import encode  # noqa: E402  (the sibling script: the same tokenizers and the same child runner)
 
 EOT = encode.EOT
-TOOLS = ("bytepair-bin", "bytepair-megatron", "gigatoken", "tiktoken", "tokenizers")
+TOOLS = ("bytepair-bin", "bytepair-megatron", "gigatoken", "gigatoken-bin", "tiktoken", "tokenizers")
 # bytepair-bin from the package that --baseline names: an earlier build, timed in the same rounds.
 BASELINE = "bytepair-bin-baseline"
 # Which tools run on which set: bytepair and gigatoken on each, as the references of the others.
 SETS = {
-    "all": ("bytepair-bin", BASELINE, "bytepair-megatron", "gigatoken"),
-    "subset": ("bytepair-bin", BASELINE, "gigatoken", "tiktoken"),
-    "small": ("bytepair-bin", BASELINE, "gigatoken", "tokenizers"),
+    "all": ("bytepair-bin", BASELINE, "bytepair-megatron", "gigatoken", "gigatoken-bin"),
+    "subset": ("bytepair-bin", BASELINE, "gigatoken", "gigatoken-bin", "tiktoken"),
+    "small": ("bytepair-bin", BASELINE, "gigatoken", "gigatoken-bin", "tokenizers"),
 }
 # --against-file: encode_dataset on shards of one format against encode_file on the same documents as txt.
 FILE = "bytepair-file"
@@ -172,6 +176,35 @@ def gigatoken_stream(
     return docs, tokens, np.concatenate(parts)
 
 
+def gigatoken_bin(
+    paths: list[Path], shard_docs: list[int], results: dict[str, Any], eot_id: int, out: Path
+) -> tuple[int, int]:
+    """gigatoken's results written as ``write_bin`` writes tiktoken's: every document of every shard, in
+    shard order, followed by ``eot_id``, as uint16 into ``out``, then flushed to disk; returns (documents,
+    tokens)."""
+    import awkward as ak
+
+    flat = {kind: ak.to_numpy(ak.flatten(r)).astype(np.uint16) for kind, r in results.items()}
+    ends = {kind: np.cumsum(ak.to_numpy(ak.num(r, axis=1))) for kind, r in results.items()}
+    taken = dict.fromkeys(results, 0)
+    docs = tokens = 0
+    with open(out, "wb") as f:
+        for path, n in zip(paths, shard_docs):
+            kind = "parquet" if path.name.endswith(".parquet") else "jsonl"
+            first, doc_ends = taken[kind], ends[kind]
+            lo = int(doc_ends[first - 1]) if first else 0
+            hi = int(doc_ends[first + n - 1]) if n else lo
+            # The end-of-text id goes in at each document's end (relative to the shard's first id).
+            ids = np.insert(flat[kind][lo:hi], doc_ends[first : first + n] - lo, np.uint16(eot_id))
+            f.write(ids.astype("<u2", copy=False).tobytes())
+            taken[kind] += n
+            docs += n
+            tokens += len(ids)
+        f.flush()
+        os.fsync(f.fileno())
+    return docs, tokens
+
+
 def since(start: float, cpu: resource.struct_rusage) -> tuple[float, float, float]:
     """Wall and CPU seconds (this process's, all threads) since ``start`` and ``cpu``, and the process's
     peak RSS so far in MB: taken as the timed call returns, so that it leaves out the untimed check after
@@ -191,7 +224,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
         assert Path(bytepair.__file__).is_relative_to(spec["baseline"]), bytepair.__file__
     paths = [Path(p) for p in spec["paths"]]
-    peer = "bytepair" if tool.startswith("bytepair") else tool
+    peer = "bytepair" if tool.startswith("bytepair") else tool.split("-")[0]
     tok = encode.load(peer, Path(spec["shared"]), work)
     eot_id = (
         encode.load("bytepair", Path(spec["shared"]), work).encode(EOT)[0] if peer != "bytepair" else None
@@ -214,7 +247,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         prefix = prefix_of_files(sorted(out.glob("*.bin")))
         if spec.get("versus_file") and len(prefix) == tokens:
             prefix = prefix[:-1]  # the end-of-text token after the last document, which the txt lacks
-    elif tool == "gigatoken":
+    elif tool in ("gigatoken", "gigatoken-bin"):
         import gigatoken
 
         sources = {
@@ -222,8 +255,13 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             "parquet": gigatoken.ParquetFileSource([str(p) for p in paths if p.name.endswith(".parquet")]),
         }
         results = {kind: tok.encode_files(source) for kind, source in sources.items()}
-        seconds, cpu_seconds, call_rss_mb = since(start, cpu)
-        docs, tokens, prefix = gigatoken_stream(paths, spec["shard_documents"], results, eot_id)
+        if tool == "gigatoken":
+            seconds, cpu_seconds, call_rss_mb = since(start, cpu)
+            docs, tokens, prefix = gigatoken_stream(paths, spec["shard_documents"], results, eot_id)
+        else:
+            docs, tokens = gigatoken_bin(paths, spec["shard_documents"], results, eot_id, out / "train.bin")
+            seconds, cpu_seconds, call_rss_mb = since(start, cpu)
+            prefix = prefix_of_files([out / "train.bin"])
     else:
         docs, tokens = write_bin(tool, tok, eot_id, paths, out / "train.bin")
         seconds, cpu_seconds, call_rss_mb = since(start, cpu)
