@@ -21,6 +21,10 @@
 //! `2 * threads` shards waiting to be put in place are files written whole (at most [`OPEN_WAITING`]
 //! of them still open, for the calling thread to flush). The shards' bytes are the same either way.
 //!
+//! A worker's piece is the chunk size asked for, or less when the workers are many
+//! ([`piece_size`]): each piece is held with its reader's buffers, so memory would otherwise grow by a
+//! chunk's worth of buffers with every core.
+//!
 //! Invariants: a shard is put in place (flushed, renamed to its names, then reported to the caller)
 //! only after its last piece and after every shard before it; the error returned is the first in input
 //! order, so every shard before it is in place and none after it is (the temporary files of those
@@ -307,6 +311,25 @@ impl DatasetWork<'_, '_> {
         }
         Ok((bytes, gathered.ends))
     }
+}
+
+/// About how much text the pieces of all workers hold at once, when they are many: a worker reads
+/// pieces of the chunk size asked for, or of this shared among the workers when that is less (down to
+/// [`MIN_PIECE`]). A piece is held with its reader's buffers (a Parquet row group's compressed and
+/// decoded pages, its strings), several times its size, so that with pieces of the default chunk size
+/// eight workers took `encode_dataset` past its 300 MB bound (`benchmarks/README.md`); up to four keep
+/// the default.
+const PIECES_TEXT: usize = 16 << 20;
+
+/// The smallest piece [`piece_size`] gives for many workers: a piece's fixed costs (a scratch's
+/// bookkeeping, splitting at special tokens) stay small beside a megabyte of encoding.
+const MIN_PIECE: usize = 1 << 20;
+
+/// The text a worker reads at a time, for pieces of `chunk_size` asked for and `threads` workers: the
+/// chunk size, or less when the workers are many ([`PIECES_TEXT`]). The bytes of the shards do not
+/// depend on it (a piece ends at a document boundary or a safe cut).
+fn piece_size(chunk_size: usize, threads: usize) -> usize {
+    chunk_size.min((PIECES_TEXT / threads.max(1)).max(MIN_PIECE))
 }
 
 /// Bytes of ids a worker that writes its own shard gathers before it writes them: one write of the size
@@ -661,7 +684,7 @@ fn encode_shards<'a>(
             specials,
             text_field: options.text_field,
             errors: options.errors,
-            chunk_size: options.chunk_size,
+            chunk_size: piece_size(options.chunk_size, threads),
         },
         progress,
         paths,
@@ -881,6 +904,22 @@ mod tests {
             self.most_ahead.fetch_max(ahead, Ordering::SeqCst);
             Ok(())
         }
+    }
+
+    #[test]
+    fn a_worker_reads_smaller_pieces_only_when_the_workers_are_many() {
+        let chunk = crate::DEFAULT_CHUNK_SIZE;
+        // Up to four workers read the chunk size asked for.
+        for threads in [1, 2, 4] {
+            assert_eq!(piece_size(chunk, threads), chunk);
+        }
+        // More share PIECES_TEXT, down to MIN_PIECE.
+        assert_eq!(piece_size(chunk, 8), PIECES_TEXT / 8);
+        assert_eq!(piece_size(chunk, 16), MIN_PIECE);
+        assert_eq!(piece_size(chunk, 256), MIN_PIECE);
+        // A smaller chunk asked for (the tests' pieces of a few bytes) is kept.
+        assert_eq!(piece_size(7, 256), 7);
+        assert_eq!(piece_size(chunk, 0), chunk);
     }
 
     #[test]
