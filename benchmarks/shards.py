@@ -153,24 +153,32 @@ def prefix_of_files(files: list[Path]) -> np.ndarray:
     return np.concatenate(parts)
 
 
+def shard_rows(paths: list[Path], shard_docs: list[int]) -> Iterator[tuple[str, int, int]]:
+    """For each shard in order, where gigatoken's results hold its documents: the kind of source
+    (``results``' key), the first of them and how many. A call on one kind's shards returns their
+    documents one shard after another; jsonl.zst and parquet shards alternate, and the manifest gives
+    each shard's documents (``shard_docs``)."""
+    taken = {"jsonl": 0, "parquet": 0}
+    for path, n in zip(paths, shard_docs):
+        kind = "parquet" if path.name.endswith(".parquet") else "jsonl"
+        yield kind, taken[kind], n
+        taken[kind] += n
+
+
 def gigatoken_stream(
     paths: list[Path], shard_docs: list[int], results: dict[str, Any], eot_id: int
 ) -> tuple[int, int, np.ndarray]:
     """(documents, tokens with an end-of-text per document, the stream's prefix) of gigatoken's results,
-    the documents put back into shard order (jsonl.zst and parquet shards alternate; the manifest gives
-    each shard's documents)."""
+    the documents put back into shard order (``shard_rows``)."""
     import awkward as ak
 
     docs = sum(len(r) for r in results.values())
     tokens = sum(int(ak.sum(ak.num(r, axis=1))) for r in results.values()) + docs
-    taken = dict.fromkeys(results, 0)
     parts, left = [], PREFIX_TOKENS
-    for path, n in zip(paths, shard_docs):
-        kind = "parquet" if path.name.endswith(".parquet") else "jsonl"
-        for row in results[kind][taken[kind] : taken[kind] + n]:
+    for kind, first, n in shard_rows(paths, shard_docs):
+        for row in results[kind][first : first + n]:
             parts.append(np.append(np.asarray(row, dtype=np.uint16), np.uint16(eot_id))[:left])
             left -= len(parts[-1])
-            taken[kind] += 1
             if not left:
                 return docs, tokens, np.concatenate(parts)
     return docs, tokens, np.concatenate(parts)
@@ -186,18 +194,15 @@ def gigatoken_bin(
 
     flat = {kind: ak.to_numpy(ak.flatten(r)).astype(np.uint16) for kind, r in results.items()}
     ends = {kind: np.cumsum(ak.to_numpy(ak.num(r, axis=1))) for kind, r in results.items()}
-    taken = dict.fromkeys(results, 0)
     docs = tokens = 0
     with open(out, "wb") as f:
-        for path, n in zip(paths, shard_docs):
-            kind = "parquet" if path.name.endswith(".parquet") else "jsonl"
-            first, doc_ends = taken[kind], ends[kind]
+        for kind, first, n in shard_rows(paths, shard_docs):
+            doc_ends = ends[kind]
             lo = int(doc_ends[first - 1]) if first else 0
             hi = int(doc_ends[first + n - 1]) if n else lo
             # The end-of-text id goes in at each document's end (relative to the shard's first id).
             ids = np.insert(flat[kind][lo:hi], doc_ends[first : first + n] - lo, np.uint16(eot_id))
             f.write(ids.astype("<u2", copy=False).tobytes())
-            taken[kind] += n
             docs += n
             tokens += len(ids)
         f.flush()
