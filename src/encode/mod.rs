@@ -246,7 +246,8 @@ impl Encoder {
 
     /// [`Self::encode`] that gives up with [`Error::Interrupted`] (and `out` half written) soon after
     /// `cancel` is set: the text is encoded a block of about `CANCEL_BLOCK` bytes at a time, cut
-    /// where cutting changes nothing, and the merge loop of a long piece looks at `cancel` too.
+    /// where cutting changes nothing, and the merge loop of a long piece looks at `cancel` too. The
+    /// pages of `out` a block's ids will take are mapped before the block (see `huge_pages`).
     pub fn encode_cancellable(
         &self,
         text: &str,
@@ -259,11 +260,15 @@ impl Encoder {
         self.scratches
             .with(text.len(), |scratch| {
                 scratch.cancelled_by(Some(cancel), |scratch| {
-                    let (mut start, mut encoded) = (0, Ok(()));
+                    let (mut start, mut encoded, mut last) = (0, Ok(()), 0);
                     while start < text.len() && !cancelled() && encoded.is_ok() {
                         let end = self.block_end(text, start, CANCEL_BLOCK);
+                        // The pages of the block's ids mapped at once, on 4 KB pages: about as
+                        // many as the last block's, and half again (see `huge_pages`).
+                        huge_pages::populate_spare(out, last + last / 2);
+                        let before = out.len();
                         encoded = self.encode_with(&text[start..end], out, scratch);
-                        start = end;
+                        (start, last) = (end, out.len() - before);
                     }
                     encoded
                 })
@@ -570,12 +575,12 @@ impl Encoder {
 
     /// The ids of `text` in a new vector, as [`Self::encode`] gives them, or as
     /// [`Self::encode_cancellable`] does when `cancel` is given. The vector has room for one id per byte
-    /// of the text, reserved at once, on 2 MB pages when it is large; on an error it is freed before
+    /// of the text, reserved at once (with `cancel`, its pages mapped a block ahead, see
+    /// [`Self::encode_cancellable`]); on an error it is freed before
     /// the error is returned (a caller that allocates to report the error then has that memory).
     pub fn encode_to_vec(&self, text: &str, cancel: Option<&Arc<AtomicBool>>) -> Result<Vec<u32>> {
         let mut ids: Vec<u32> = Vec::new();
         try_reserve(&mut ids, text.len()).map_err(|e| e.of_text("the ids", text.len()))?;
-        huge_pages::advise(ids.as_ptr().cast(), ids.capacity() * 4);
         match cancel {
             Some(cancel) => self.encode_cancellable(text, &mut ids, cancel)?,
             None => self.encode(text, &mut ids)?,

@@ -84,7 +84,10 @@ impl PyEncoder {
                 (*list.as_ptr().cast::<ffi::PyListObject>()).ob_item,
                 ids.len(),
             );
-            huge_pages::advise(items.as_ptr().cast(), size_of_val(items));
+            // Written once, in order: its pages mapped at once (see `huge_pages`).
+            if size_of_val(items) >= huge_pages::HUGE_BUFFER {
+                huge_pages::populate(items.as_ptr().cast(), size_of_val(items));
+            }
             let mut failed = None;
             for (slot, &id) in items.iter_mut().zip(ids) {
                 *slot = match ints.get(id as usize) {
@@ -207,9 +210,16 @@ impl PyEncoder {
                 let mut ids: Vec<u32> = Vec::new();
                 try_reserve(&mut ids, blocks.max_utf8_len())
                     .map_err(|e| to_py_err(e.of_text(IDS, chars)))?;
-                huge_pages::advise(ids.as_ptr().cast(), ids.capacity() * size_of::<u32>());
-                // Encoded in place: the ids are written once, into the array NumPy will read.
-                self.encode_in_blocks(py, text, blocks, &mut ids, |_| Ok(()))?;
+                // Encoded in place: the ids are written once, into the array NumPy will read. The
+                // pages for the next block's ids (as many as this block's, and half again) are mapped
+                // at once, on 4 KB pages (see `huge_pages`).
+                let mut written = 0;
+                self.encode_in_blocks(py, text, blocks, &mut ids, |ids| {
+                    let block = ids.len() - written;
+                    written = ids.len();
+                    huge_pages::populate_spare(ids, block + block / 2);
+                    Ok(())
+                })?;
                 return Ok(Ids::new(ids));
             }
         }

@@ -250,7 +250,9 @@ const BLOCK: usize = 16;
 
 /// [`to_utf8`] for units, into room already reserved.
 fn encode_units<T: Unit>(units: &[T], out: &mut Vec<u8>) -> Result<(), usize> {
-    crate::huge_pages::advise(out.as_ptr(), out.capacity());
+    // Written once, in order: the pages of the fewest bytes the units can take (one each) mapped at
+    // once, on 4 KB pages (see `huge_pages`).
+    crate::huge_pages::populate_spare(out, units.len());
     let mut blocks = units.chunks_exact(BLOCK);
     let mut at = 0;
     for block in &mut blocks {
