@@ -22,6 +22,10 @@ Sections (MB = 1e6 bytes of UTF-8 input):
   NumPy array, bytepair's and tiktoken's a list. So has gigatoken's ``encode`` of the same text as
   ``bytes`` (``gigatoken bytes``, the UTF-8 made before the timed call): its ``str`` call spends a sixth
   of its time in CPython's UTF-8 encoder, so this row is its engine's speed. bytepair takes only ``str``.
+- ``after``: as ``single``, but the process has first encoded other text with the same call (the first
+  20 MB of code_c, or of prose_en when timing code_c), and dropped its ids: a program that encodes one
+  document after another, where ``single`` times a fresh process's first call. What the other work leaves
+  (caches full of other pieces, memory the process has used and freed) is then part of the time.
 - ``files``: a whole file on all cores: bytepair ``encode_file`` (to a ``.npy``), gigatoken ``encode_files``
   (ids in memory), and for tiktoken ``encode_ordinary_batch`` / HF ``encode_batch`` the timed work also
   includes reading the file, splitting it into documents at
@@ -83,9 +87,16 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ("bytepair", "gigatoken", "tiktoken", "tokenizers")
-SECTIONS = {"single": "1 core", "files": "all cores", "iterable": "streaming", "short": "short texts"}
+SECTIONS = {
+    "single": "1 core",
+    "after": "1 core, after other work",
+    "files": "all cores",
+    "iterable": "streaming",
+    "short": "short texts",
+}
 CORPORA = {
     "single": ("prose_en", "multilingual", "multilingual_cjk", "code_c", "web"),
+    "after": ("prose_en", "multilingual", "multilingual_cjk", "code_c", "web"),
     "files": ("prose_en", "code_c"),
     "iterable": ("prose_en", "code_c"),
     "short": ("prose_en", "multilingual", "multilingual_cjk", "code_c"),
@@ -99,6 +110,8 @@ NUMPY_ROW = "bytepair encode_to_numpy"
 BASELINE_ROW = "bytepair baseline"
 # gigatoken's row for its encode of the text as bytes, in the single section (see the docstring).
 BYTES_ROW = "gigatoken bytes"
+# The other work of the after section: this corpus's first 20 MB (prose_en's for code_c itself).
+OTHER_WORK = "code_c"
 EOT = "<|endoftext|>"
 SAMPLE_BYTES = 20_000_000
 STREAM_BYTES = 200_000_000  # the tokenizer issue's streaming bound is for a 200 MB file
@@ -248,8 +261,12 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
     tok = load(tool, shared, work)
     encode = encode_numpy if spec.get("numpy") else ENCODE_ONE[tool]
-    if spec["section"] == "single":
+    if spec["section"] in ("single", "after"):
         text = read_prefix(path, SAMPLE_BYTES)
+        if spec["section"] == "after":
+            other = read_prefix(Path(spec["other"]), SAMPLE_BYTES)
+            encode(tok, other.encode("utf-8") if spec.get("utf8") else other)
+            del other
         if spec.get("utf8"):
             data = text.encode("utf-8")
             return {**timed(lambda: tok.encode(data)), "bytes": len(data)}
@@ -517,6 +534,8 @@ def main() -> None:
         args.baseline = args.baseline.resolve()
     installed = [t for t in args.tools if importlib.util.find_spec(t)]
     wanted = {c for s in args.sections for c in CORPORA[s] if not args.only or c in args.only}
+    if "after" in args.sections:
+        wanted |= {OTHER_WORK, "prose_en"}
     corpora = prepare_corpora(args.corpora, args.shared, wanted)
     peers = [t for t in installed if t != "bytepair"]
     versions = ", ".join(f"{t} {importlib.metadata.version(t)}" for t in ["bytepair", *peers])
@@ -538,7 +557,8 @@ def main() -> None:
         checked = run_child({**spec, "shared": str(args.shared), "work": tmp}, args.timeout)
         report += checked.get("lines", [f"- check {checked.get('error')}"])
         for section in args.sections:
-            for name in (c for c in CORPORA[section] if c in corpora):
+            # corpora may hold more than --only: the other work of the after section.
+            for name in (c for c in CORPORA[section] if c in corpora and (not args.only or c in args.only)):
                 path = corpora[name]
                 if section == "files":
                     with open(path, "rb") as f:  # into the page cache, so that no tool pays for the disk
@@ -548,7 +568,13 @@ def main() -> None:
                     path = stream_prefix(path, Path(tmp))
                     os.sync()  # the copy's writeback before, not during, the timed runs
                 spec = {"section": section, "path": str(path), "work": tmp, "shared": str(args.shared)}
-                spec["pin"] = section in ("single", "short")
+                spec["pin"] = section in ("single", "after", "short")
+                if section == "after":
+                    other = corpora.get(OTHER_WORK if name != OTHER_WORK else "prose_en")
+                    if other is None:
+                        print(f"skipping after {name}: no corpus to encode first", file=sys.stderr)
+                        continue
+                    spec["other"] = str(other)
                 if section == "iterable":
                     specs = {"bytepair": {**spec, "tool": "bytepair"}}
                     specs[STREAM_REFERENCE] = {**spec, "tool": "bytepair", "reference": True}
@@ -556,13 +582,13 @@ def main() -> None:
                 else:
                     specs = {tool: {**spec, "tool": tool} for tool in args.tools if tool in installed}
                     tools, base = list(args.tools), "gigatoken"
-                    if "bytepair" in specs and section in ("single", "short"):
+                    if "bytepair" in specs and section in ("single", "after", "short"):
                         specs[NUMPY_ROW] = {**spec, "tool": "bytepair", "numpy": True}
                         tools.insert(tools.index("bytepair") + 1, NUMPY_ROW)
                     if "bytepair" in specs and args.baseline:
                         specs[BASELINE_ROW] = {**spec, "tool": "bytepair", "baseline": str(args.baseline)}
                         tools.insert(tools.index("bytepair") + 1, BASELINE_ROW)
-                    if "gigatoken" in specs and section == "single":
+                    if "gigatoken" in specs and section in ("single", "after"):
                         specs[BYTES_ROW] = {**spec, "tool": "gigatoken", "utf8": True}
                         tools.insert(tools.index("gigatoken") + 1, BYTES_ROW)
                 if "bytepair" not in installed:
@@ -574,7 +600,9 @@ def main() -> None:
                     print(f"{section} {name} {tool}: {rows[-1]}", file=sys.stderr)
     report += ["", "## Results", "", *table(rows), ""]
     report.append(
-        "1 core: `encode(str)` on 20 MB, pinned to CPU 0. all cores: whole file; tiktoken and HF times "
+        "1 core: `encode(str)` on 20 MB, pinned to CPU 0. 1 core, after other work: the same call after one "
+        f"on the first 20 MB of {OTHER_WORK} (of prose_en for {OTHER_WORK}) in the same process. "
+        "all cores: whole file; tiktoken and HF times "
         "include reading the file, splitting it into documents and packing ids into arrays. streaming: "
         "bytepair `encode_iterable` over the file's lines, the ratio to `encode(str)` of the same text in "
         "the same round; the RSS column is the growth during the call. short texts: one `encode` call per "
