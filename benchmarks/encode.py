@@ -54,10 +54,11 @@ falls on both sides of a ratio. The ratio is also given from the CPU time of eac
 process's, all threads) instead of its wall time: on a machine busy with other work, a process that
 waits for a CPU loses wall time, not CPU time.
 
-``--baseline DIR`` adds the row ``bytepair baseline`` to the sections ``single``, ``files`` and ``short``:
-bytepair's own row with the package in ``DIR/bytepair`` imported instead (an earlier build, copied there
-with its compiled module), timed in the same rounds, so that a change is measured against the code before
-it as the peers are.
+``--baseline DIR`` adds the row ``bytepair baseline`` to the sections ``single``, ``after``, ``files`` and
+``short`` (and ``bytepair baseline encode_to_numpy`` where there is an ``encode_to_numpy`` row): bytepair's
+own row with the package in ``DIR/bytepair`` imported instead (an earlier build, copied there with its
+compiled module), timed in the same rounds, so that a change is measured against the code before it as
+the peers are.
 
 Example: ``python benchmarks/encode.py --markdown encode.md``
 """
@@ -106,8 +107,9 @@ STREAM_REFERENCE = "bytepair encode"
 # bytepair's row for encode_to_numpy in the sections of one call: ids as an array, as gigatoken returns
 # them, where encode (and tiktoken's encode) return a list.
 NUMPY_ROW = "bytepair encode_to_numpy"
-# bytepair's row with the build of --baseline DIR imported instead.
+# bytepair's rows with the build of --baseline DIR imported instead.
 BASELINE_ROW = "bytepair baseline"
+BASELINE_NUMPY_ROW = "bytepair baseline encode_to_numpy"
 # gigatoken's row for its encode of the text as bytes, in the single section (see the docstring).
 BYTES_ROW = "gigatoken bytes"
 # The other work of the after section: this corpus's first 20 MB (prose_en's for code_c itself).
@@ -588,6 +590,9 @@ def main() -> None:
                     if "bytepair" in specs and args.baseline:
                         specs[BASELINE_ROW] = {**spec, "tool": "bytepair", "baseline": str(args.baseline)}
                         tools.insert(tools.index("bytepair") + 1, BASELINE_ROW)
+                        if NUMPY_ROW in specs:
+                            specs[BASELINE_NUMPY_ROW] = {**specs[BASELINE_ROW], "numpy": True}
+                            tools.insert(tools.index(NUMPY_ROW) + 1, BASELINE_NUMPY_ROW)
                     if "gigatoken" in specs and section in ("single", "after"):
                         specs[BYTES_ROW] = {**spec, "tool": "gigatoken", "utf8": True}
                         tools.insert(tools.index("gigatoken") + 1, BYTES_ROW)
