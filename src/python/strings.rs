@@ -474,6 +474,42 @@ mod tests {
     }
 
     #[test]
+    fn runs_of_other_characters_anywhere_are_encoded_whole() {
+        // A run of 1 to 20 characters that are not ASCII (so within a block, to its end, and across
+        // into the next) starting at every place of three blocks: the blocks that hold part of a run
+        // go a character at a time, the others are narrowed.
+        for other in ['\u{e9}', '\u{4e2d}', '\u{1f642}'] {
+            for len in 1..=20 {
+                for at in 0..3 * BLOCK {
+                    let mut chars: Vec<char> = "plain ascii text, 0123456789"
+                        .chars()
+                        .cycle()
+                        .take(5 * BLOCK)
+                        .collect();
+                    chars[at..at + len].fill(other);
+                    assert_every_width(&chars.iter().collect::<String>());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_surrogate_anywhere_in_a_run_is_reported_at_its_index() {
+        for len in 1..=20 {
+            for at in 0..3 * BLOCK {
+                for k in [0, len / 2, len - 1] {
+                    let mut ucs2: Vec<u16> = "y".repeat(5 * BLOCK).encode_utf16().collect();
+                    ucs2[at..at + len].fill(0xE9);
+                    ucs2[at + k] = 0xDC00;
+                    assert_eq!(utf8(Units::Ucs2(&ucs2)), Err(at + k));
+                    let ucs4: Vec<u32> = ucs2.iter().map(|&c| u32::from(c)).collect();
+                    assert_eq!(utf8(Units::Ucs4(&ucs4)), Err(at + k));
+                }
+            }
+        }
+    }
+
+    #[test]
     fn surrogates_are_reported_at_their_index() {
         let mut ucs2: Vec<u16> = "x".repeat(40).encode_utf16().collect();
         ucs2[33] = 0xD800;
