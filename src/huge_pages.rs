@@ -3,9 +3,9 @@
 //! the buffers written once, in order ([`populate_spare`], [`populate`]: the ids of a text, the array
 //! of a Python list of ids, the UTF-8 copy of a `str`).
 //!
-//! A table read at random over megabytes misses the TLB on 4 KB pages (`encode_file` on C ran 5% slower
-//! with the workers' table on them), and lives for a whole call or longer, so the cost of its first
-//! touch is paid once. A buffer written in order misses the TLB little, but its pages are new on every
+//! A table read at random over megabytes misses the TLB on 4 KB pages (`encode_file` ran 5% slower on
+//! C, and 7% on prose even with the pages mapped ahead, with the workers' tables on them), and lives for
+//! a whole call or longer, so the cost of its first touch is paid once. A buffer written in order misses the TLB little, but its pages are new on every
 //! call: on 4 KB pages each is a fault, a trap into the kernel that zeroes and maps it, unless they are
 //! mapped a stretch at a time beforehand (`MADV_POPULATE_WRITE`, one call for many pages). Such a
 //! buffer stays off 2 MB pages: a 2 MB page is a whole free block of memory, and in a virtual machine
@@ -13,7 +13,7 @@
 //! host has taken back exactly the free blocks of 2 MB and more, so the first write of each such page
 //! waits for the host to map it again. On this project's VM, 28 MB written on 2 MB pages took 5 ms
 //! in a fresh process and 70-80 ms once the process had used some memory, against 14-18 ms on 4 KB
-//! pages and 11-15 ms mapped ahead; `encode_to_numpy` on 20 MB of prose after another 20 MB ran 1.68x
+//! pages and 11-15 ms mapped ahead; `encode_to_numpy` on 20 MB of prose after another 20 MB ran 1.4x
 //! as fast with its ids mapped ahead as on 2 MB pages (`benchmarks/README.md`, thirty-sixth session).
 //! Elsewhere than Linux this does nothing.
 
