@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::bytes_map::{small_key, BytesMap, FastMap, InlineKey, INLINE};
 use crate::chunks::{last_safe_cut, lookahead, next_safe_cut};
 use crate::error::{try_reserve, try_vec, AllocError, Error, Result};
-use crate::huge_pages;
+use crate::huge_pages::MapAhead;
 use crate::pretokenize::{pretokenize, PreTokens};
 use crate::special::{Segment, SpecialTokens};
 use crate::threads::{run_on_threads, thread_count};
@@ -247,7 +247,7 @@ impl Encoder {
     /// [`Self::encode`] that gives up with [`Error::Interrupted`] (and `out` half written) soon after
     /// `cancel` is set: the text is encoded a block of about `CANCEL_BLOCK` bytes at a time, cut
     /// where cutting changes nothing, and the merge loop of a long piece looks at `cancel` too. The
-    /// pages of `out` a block's ids will take are mapped before the block (see `huge_pages`).
+    /// pages of `out` a block's ids will likely take are mapped before the block (`MapAhead`).
     pub fn encode_cancellable(
         &self,
         text: &str,
@@ -260,15 +260,13 @@ impl Encoder {
         self.scratches
             .with(text.len(), |scratch| {
                 scratch.cancelled_by(Some(cancel), |scratch| {
-                    let (mut start, mut encoded, mut last) = (0, Ok(()), 0);
+                    let (mut start, mut encoded) = (0, Ok(()));
+                    let mut ahead = MapAhead::default();
                     while start < text.len() && !cancelled() && encoded.is_ok() {
                         let end = self.block_end(text, start, CANCEL_BLOCK);
-                        // The pages of the block's ids mapped at once, on 4 KB pages: about as
-                        // many as the last block's, and half again (see `huge_pages`).
-                        huge_pages::populate_spare(out, last + last / 2);
-                        let before = out.len();
-                        encoded = self.encode_with(&text[start..end], out, scratch);
-                        (start, last) = (end, out.len() - before);
+                        encoded = ahead
+                            .write(out, |out| self.encode_with(&text[start..end], out, scratch));
+                        start = end;
                     }
                     encoded
                 })
@@ -544,6 +542,9 @@ impl Encoder {
         // block, which made it quadratic. A position's verdict needs only the `lookahead` bytes after
         // it, so it does not change as text arrives.
         let mut scanned = 0;
+        // `out`'s pages for a stretch's ids mapped before it, when `out` is large (a sink that keeps
+        // the ids); a sink that empties it keeps it under that size.
+        let mut ahead = MapAhead::default();
         let encoded = self.scratches.with(text_len, |scratch| {
             scratch.cancelled_by(cancel, |scratch| -> std::result::Result<(), E> {
                 loop {
@@ -557,7 +558,7 @@ impl Encoder {
                         }
                         false => text.len(),
                     };
-                    self.encode_with(&text[..end], out, scratch)?;
+                    ahead.write(out, |out| self.encode_with(&text[..end], out, scratch))?;
                     sink(out)?;
                     text.drain(..end);
                     if !more || cancelled() {

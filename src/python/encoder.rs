@@ -210,16 +210,9 @@ impl PyEncoder {
                 let mut ids: Vec<u32> = Vec::new();
                 try_reserve(&mut ids, blocks.max_utf8_len())
                     .map_err(|e| to_py_err(e.of_text(IDS, chars)))?;
-                // Encoded in place: the ids are written once, into the array NumPy will read. The
-                // pages for the next block's ids (as many as this block's, and half again) are mapped
-                // at once, on 4 KB pages (see `huge_pages`).
-                let mut written = 0;
-                self.encode_in_blocks(py, text, blocks, &mut ids, |ids| {
-                    let block = ids.len() - written;
-                    written = ids.len();
-                    huge_pages::populate_spare(ids, block + block / 2);
-                    Ok(())
-                })?;
+                // Encoded in place: the ids are written once, into the array NumPy will read, its
+                // pages mapped a block ahead on 4 KB pages (`Encoder::encode_blocks`).
+                self.encode_in_blocks(py, text, blocks, &mut ids, |_| Ok(()))?;
                 return Ok(Ids::new(ids));
             }
         }
