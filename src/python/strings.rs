@@ -445,6 +445,15 @@ mod tests {
         }
     }
 
+    /// `n` ASCII characters, `~` (the widest) among them, for the tests to put other characters in.
+    fn ascii_chars(n: usize) -> Vec<char> {
+        "ascii, all of it: 0123456789~"
+            .chars()
+            .cycle()
+            .take(n)
+            .collect()
+    }
+
     #[test]
     fn a_character_at_any_place_of_a_block_is_encoded_whole() {
         // Each kind of character (the widest ASCII, one to four bytes of UTF-8, the ends of each range)
@@ -462,11 +471,7 @@ mod tests {
         ];
         for c in kinds {
             for at in 0..3 * BLOCK {
-                let mut chars: Vec<char> = "ascii, all of it: 0123456789~"
-                    .chars()
-                    .cycle()
-                    .take(3 * BLOCK)
-                    .collect();
+                let mut chars = ascii_chars(3 * BLOCK);
                 chars[at] = c;
                 assert_every_width(&chars.iter().collect::<String>());
             }
@@ -481,11 +486,7 @@ mod tests {
         for other in ['\u{e9}', '\u{4e2d}', '\u{1f642}'] {
             for len in 1..=20 {
                 for at in 0..3 * BLOCK {
-                    let mut chars: Vec<char> = "plain ascii text, 0123456789"
-                        .chars()
-                        .cycle()
-                        .take(5 * BLOCK)
-                        .collect();
+                    let mut chars = ascii_chars(5 * BLOCK);
                     chars[at..at + len].fill(other);
                     assert_every_width(&chars.iter().collect::<String>());
                 }
